@@ -1,0 +1,87 @@
+"""backwave_django: durable background jobs in your Django project's own database.
+
+Importing this package never touches models or settings; names are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import store as store
+    from .core.outcomes import (
+        Cancelled as Cancelled,
+        ClaimedJob as ClaimedJob,
+        Failure as Failure,
+        HeartbeatResult as HeartbeatResult,
+        NewJob as NewJob,
+        OutcomeReport as OutcomeReport,
+        Success as Success,
+        Unroutable as Unroutable,
+    )
+    from .core.retry import RetryPolicy as RetryPolicy
+    from .core.states import (
+        CancelResult as CancelResult,
+        CatchUp as CatchUp,
+        DependencyMode as DependencyMode,
+        EnqueueResult as EnqueueResult,
+        HistoryPolicy as HistoryPolicy,
+        JobState as JobState,
+        OutcomeResult as OutcomeResult,
+        RequeueResult as RequeueResult,
+        TerminalStateClass as TerminalStateClass,
+        TriggerScheduleResult as TriggerScheduleResult,
+    )
+    from .exceptions import EnqueueError as EnqueueError, OutputTooLarge as OutputTooLarge
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "JobState",
+            "DependencyMode",
+            "TerminalStateClass",
+            "CatchUp",
+            "HistoryPolicy",
+            "EnqueueResult",
+            "CancelResult",
+            "RequeueResult",
+            "OutcomeResult",
+            "TriggerScheduleResult",
+        ],
+        "backwave_django.core.states",
+    ),
+    **dict.fromkeys(
+        [
+            "NewJob",
+            "OutcomeReport",
+            "Success",
+            "Failure",
+            "Cancelled",
+            "Unroutable",
+            "ClaimedJob",
+            "HeartbeatResult",
+        ],
+        "backwave_django.core.outcomes",
+    ),
+    "RetryPolicy": "backwave_django.core.retry",
+    "EnqueueError": "backwave_django.exceptions",
+    "OutputTooLarge": "backwave_django.exceptions",
+}
+_MODULES = frozenset({"store"})
+
+__all__ = sorted([*_EXPORTS, *_MODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f"backwave_django.{name}")
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'backwave_django' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

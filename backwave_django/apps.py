@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class BackWaveConfig(AppConfig):
+    name = "backwave_django"
+    verbose_name = "Background jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

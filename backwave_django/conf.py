@@ -1,0 +1,261 @@
+"""The ``settings.BACKWAVE`` accessor: defaults, validation, and a cache reset on ``setting_changed``.
+
+Read settings through :func:`get_settings`; it returns a frozen, fully resolved
+:class:`BackWaveSettings` (durations as ``timedelta``, the history policy as a member, the
+environment kill-switch applied). Invalid settings raise ``ImproperlyConfigured`` with every
+problem listed; ``manage.py check`` reports the same problems as ``backwave.E001``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .core.retry import RetryPolicy
+from .core.states import HistoryPolicy
+
+SETTING_NAME = "BACKWAVE"
+DISABLE_FAILURE_DETAIL_ENV = "BACKWAVE_DISABLE_FAILURE_DETAIL"
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+#: Largest wire name / schedule id the columns hold; MAX_WIRE_NAME_LENGTH may not exceed it.
+WIRE_NAME_COLUMN_LENGTH = 255
+
+DEFAULTS: dict[str, Any] = {
+    "MAX_PAYLOAD_BYTES": 65_536,
+    "MAX_WIRE_NAME_LENGTH": 128,
+    "MAX_PARENTS_PER_JOB": 16,
+    "MAX_OUTPUT_BYTES": 65_536,
+    "MAX_FAILURE_DETAIL_BYTES": 8_192,
+    "MAX_TRANSITIONS_PER_JOB": 64,
+    "MAX_CLAIM_BATCH": 32,
+    "MAX_PURGE_BATCH": 500,
+    "MAX_RECORDED_SKIPPED_TICKS": 32,
+    "LEASE_DURATION": timedelta(seconds=60),
+    "HEARTBEAT_INTERVAL": None,  # None: a third of LEASE_DURATION
+    "POLL_INTERVAL": timedelta(seconds=1),
+    "MAINTENANCE_INTERVAL": timedelta(seconds=5),
+    "CONCURRENCY": 20,
+    "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
+    "RETENTION": {
+        "SUCCEEDED_OR_CANCELLED": timedelta(hours=24),
+        "DEAD_LETTERED_OR_QUARANTINED": timedelta(days=14),
+    },
+    "HISTORY": HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL,
+    "SCHEDULES": {},
+    "QUEUES": {},
+}
+
+_POSITIVE_INTS = (
+    "MAX_PAYLOAD_BYTES",
+    "MAX_WIRE_NAME_LENGTH",
+    "MAX_PARENTS_PER_JOB",
+    "MAX_OUTPUT_BYTES",
+    "MAX_FAILURE_DETAIL_BYTES",
+    "MAX_TRANSITIONS_PER_JOB",
+    "MAX_CLAIM_BATCH",
+    "MAX_PURGE_BATCH",
+    "MAX_RECORDED_SKIPPED_TICKS",
+    "CONCURRENCY",
+)
+_RETENTION_KEYS = ("SUCCEEDED_OR_CANCELLED", "DEAD_LETTERED_OR_QUARANTINED")
+_RETRY_KEYS = ("MAX_ATTEMPTS", "BACKOFF")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackWaveSettings:
+    max_payload_bytes: int
+    max_wire_name_length: int
+    max_parents_per_job: int
+    max_output_bytes: int
+    max_failure_detail_bytes: int
+    max_transitions_per_job: int
+    max_claim_batch: int
+    max_purge_batch: int
+    max_recorded_skipped_ticks: int
+    lease_duration: timedelta
+    heartbeat_interval: timedelta
+    poll_interval: timedelta
+    maintenance_interval: timedelta
+    concurrency: int
+    retry: RetryPolicy
+    retention_succeeded_or_cancelled: timedelta | None
+    retention_dead_lettered_or_quarantined: timedelta | None
+    history: HistoryPolicy
+    schedules: Mapping[str, Mapping[str, Any]]
+    queues: Mapping[str, Mapping[str, Any]]
+
+
+def env_flag(name: str) -> bool:
+    """True when the environment variable is ``1``/``true``/``yes``/``on`` (trimmed, any case)."""
+    return os.environ.get(name, "").strip().lower() in TRUTHY
+
+
+def _duration(value: Any, key: str, errors: list[str], *, allow_zero: bool = False) -> timedelta:
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        errors.append(f"{key} must be a timedelta or a number of seconds, got {value!r}.")
+        return timedelta(seconds=1)
+    result = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if result < timedelta(0) or (result == timedelta(0) and not allow_zero):
+        errors.append(f"{key} must be greater than zero, got {value!r}.")
+    return result
+
+
+def _history(value: Any, errors: list[str]) -> HistoryPolicy:
+    if isinstance(value, HistoryPolicy):
+        return value
+    if isinstance(value, str) and value.upper() in HistoryPolicy.names:
+        return HistoryPolicy[value.upper()]
+    errors.append(
+        f"HISTORY must be a HistoryPolicy member or one of {', '.join(HistoryPolicy.names)}, got {value!r}."
+    )
+    return HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
+
+
+def _sub_dict(user: Mapping[str, Any], key: str, allowed: tuple[str, ...], errors: list[str]) -> dict[str, Any]:
+    merged = dict(DEFAULTS[key])
+    value = user.get(key, {})
+    if not isinstance(value, Mapping):
+        errors.append(f"{key} must be a dict with the keys {', '.join(allowed)}, got {value!r}.")
+        return merged
+    for unknown in sorted(set(value) - set(allowed)):
+        errors.append(f"{key} has an unknown key {unknown!r}; known keys: {', '.join(allowed)}.")
+    merged.update({k: v for k, v in value.items() if k in allowed})
+    return merged
+
+
+def _queues(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        errors.append(f"QUEUES must be a dict of queue name -> options, got {value!r}.")
+        return {}
+    result: dict[str, dict[str, Any]] = {}
+    for queue, options in value.items():
+        if not isinstance(queue, str) or not queue:
+            errors.append(f"QUEUES keys must be non-empty queue names, got {queue!r}.")
+            continue
+        if not isinstance(options, Mapping):
+            errors.append(f"QUEUES[{queue!r}] must be a dict, got {options!r}.")
+            continue
+        for unknown in sorted(set(options) - {"concurrency_limit"}):
+            errors.append(f"QUEUES[{queue!r}] has an unknown key {unknown!r}; known keys: concurrency_limit.")
+        limit = options.get("concurrency_limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            errors.append(f"QUEUES[{queue!r}]['concurrency_limit'] must be None or an int >= 0, got {limit!r}.")
+        result[queue] = dict(options)
+    return result
+
+
+def _schedules(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Mapping) for k, v in value.items()
+    ):
+        errors.append(f"SCHEDULES must be a dict of schedule id -> options dict, got {value!r}.")
+        return {}
+    return {k: dict(v) for k, v in value.items()}
+
+
+def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
+    """Resolve a user's ``BACKWAVE`` dict against the defaults; returns the settings and any errors."""
+    errors: list[str] = []
+    if user is None:
+        user = {}
+    if not isinstance(user, Mapping):
+        return load({})[0], [f"settings.BACKWAVE must be a dict, got {type(user).__name__}."]
+    for unknown in sorted(set(user) - set(DEFAULTS)):
+        errors.append(f"BACKWAVE has an unknown key {unknown!r}.")
+    merged = {**DEFAULTS, **{k: v for k, v in user.items() if k in DEFAULTS}}
+
+    ints: dict[str, int] = {}
+    for key in _POSITIVE_INTS:
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.append(f"{key} must be a positive int, got {value!r}.")
+            value = DEFAULTS[key]
+        ints[key.lower()] = value
+    if ints["max_wire_name_length"] > WIRE_NAME_COLUMN_LENGTH:
+        errors.append(
+            f"MAX_WIRE_NAME_LENGTH is at most {WIRE_NAME_COLUMN_LENGTH} (the column size), "
+            f"got {ints['max_wire_name_length']}."
+        )
+
+    lease = _duration(merged["LEASE_DURATION"], "LEASE_DURATION", errors)
+    if merged["HEARTBEAT_INTERVAL"] is None:
+        heartbeat = lease / 3
+    else:
+        heartbeat = _duration(merged["HEARTBEAT_INTERVAL"], "HEARTBEAT_INTERVAL", errors)
+        if heartbeat >= lease:
+            errors.append(
+                f"HEARTBEAT_INTERVAL ({heartbeat}) must be shorter than LEASE_DURATION ({lease}); "
+                "a third of it is the default."
+            )
+
+    retry_options = _sub_dict(user, "RETRY", _RETRY_KEYS, errors)
+    try:
+        retry = RetryPolicy(max_attempts=retry_options["MAX_ATTEMPTS"], backoff=retry_options["BACKOFF"])
+    except (TypeError, ValueError) as exc:
+        errors.append(f"RETRY is invalid: {exc}")
+        retry = RetryPolicy()
+
+    retention_options = _sub_dict(user, "RETENTION", _RETENTION_KEYS, errors)
+    retention = {
+        key: None if value is None else _duration(value, f"RETENTION[{key!r}]", errors, allow_zero=True)
+        for key, value in retention_options.items()
+    }
+
+    history = _history(merged["HISTORY"], errors)
+    if history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL and env_flag(DISABLE_FAILURE_DETAIL_ENV):
+        history = HistoryPolicy.TRANSITIONS
+
+    resolved = BackWaveSettings(
+        **ints,
+        lease_duration=lease,
+        heartbeat_interval=heartbeat,
+        poll_interval=_duration(merged["POLL_INTERVAL"], "POLL_INTERVAL", errors),
+        maintenance_interval=_duration(merged["MAINTENANCE_INTERVAL"], "MAINTENANCE_INTERVAL", errors),
+        retry=retry,
+        retention_succeeded_or_cancelled=retention["SUCCEEDED_OR_CANCELLED"],
+        retention_dead_lettered_or_quarantined=retention["DEAD_LETTERED_OR_QUARANTINED"],
+        history=history,
+        schedules=_schedules(merged["SCHEDULES"], errors),
+        queues=_queues(merged["QUEUES"], errors),
+    )
+    return resolved, errors
+
+
+@functools.cache
+def _load_cached() -> tuple[BackWaveSettings, tuple[str, ...]]:
+    resolved, errors = load(getattr(settings, SETTING_NAME, None))
+    return resolved, tuple(errors)
+
+
+def settings_errors() -> list[str]:
+    """Every problem with ``settings.BACKWAVE`` (empty when it is valid)."""
+    return list(_load_cached()[1])
+
+
+def get_settings() -> BackWaveSettings:
+    """The resolved settings; raises ``ImproperlyConfigured`` listing every problem."""
+    resolved, errors = _load_cached()
+    if errors:
+        raise ImproperlyConfigured("Invalid settings.BACKWAVE:\n- " + "\n- ".join(errors))
+    return resolved
+
+
+def reset() -> None:
+    """Forget the cached settings (and re-read the environment switches) on the next access."""
+    _load_cached.cache_clear()
+
+
+@receiver(setting_changed)
+def _reset_on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTING_NAME:
+        reset()

@@ -1,0 +1,49 @@
+"""Byte accounting for JSON values and UTF-8 text; pure helpers shared by every layer."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+
+def json_bytes(value: Any) -> bytes:
+    """The canonical stored form of a JSON value (compact, UTF-8, no ASCII escaping).
+
+    Raises ``TypeError`` when the value is not JSON-serializable.
+    """
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def json_size(value: Any) -> int:
+    """Size in bytes of a JSON value, as the payload and output limits count it."""
+    return len(json_bytes(value))
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``max_bytes``.
+
+    The cut never splits a code point: ``"ééé"`` with 5 bytes gives ``"éé"``.
+    """
+    encoded = text.encode()
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max(max_bytes, 0)].decode(errors="ignore")
+
+
+def require_aware(name: str, value: object) -> datetime:
+    """Return ``value`` if it is a timezone-aware datetime, else raise naming the argument."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a timezone-aware datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(f"{name} must be timezone-aware, got the naive datetime {value.isoformat()}")
+    return value
+
+
+def require_positive_duration(name: str, value: object) -> timedelta:
+    """Return ``value`` if it is a ``timedelta`` greater than zero, else raise naming the argument."""
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta, got {type(value).__name__}")
+    if value <= timedelta(0):
+        raise ValueError(f"{name} must be greater than zero, got {value}")
+    return value

@@ -1,0 +1,188 @@
+"""The value types of the storage contract: what goes into the store and what comes out.
+
+All are frozen, keyword-only dataclasses that validate their own shape on construction, so a
+malformed call fails before any database work with a message naming the argument.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeAlias
+
+from .encoding import json_bytes, require_aware
+from .states import DependencyMode
+from .tags import Tag, TagPair, normalize_tags, tag_from_pair
+
+MAX_QUEUE_NAME_LENGTH = 128
+
+
+def _require_str(name: str, value: object, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not allow_empty and not value:
+        raise ValueError(f"{name} must be non-empty")
+    return value
+
+
+def _require_uuid(name: str, value: object) -> uuid.UUID:
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"{name} must be a uuid.UUID, got {type(value).__name__}")
+    return value
+
+
+def validate_queue_name(queue: object, name: str = "queue") -> str:
+    _require_str(name, queue)
+    assert isinstance(queue, str)
+    if len(queue) > MAX_QUEUE_NAME_LENGTH:
+        raise ValueError(f"{name} is at most {MAX_QUEUE_NAME_LENGTH} characters, got {len(queue)}")
+    return queue
+
+
+def _require_json(name: str, value: object) -> None:
+    try:
+        json_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be JSON-serializable: {exc}") from None
+
+
+# --- Outcomes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Success:
+    """The handler finished; the job becomes Succeeded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    """The handler failed: retry at ``next_due_time``, or dead-letter with ``error`` when it is None."""
+
+    next_due_time: datetime | None
+    error: str
+
+    def __post_init__(self) -> None:
+        if self.next_due_time is not None:
+            require_aware("next_due_time", self.next_due_time)
+        _require_str("error", self.error, allow_empty=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cancelled:
+    """The handler stopped after observing a cancel request; ``cause`` is recorded."""
+
+    cause: str
+
+    def __post_init__(self) -> None:
+        _require_str("cause", self.cause)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unroutable:
+    """No handler can take this job (unknown wire name, payload no longer binds): Quarantined."""
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        _require_str("reason", self.reason)
+
+
+Outcome: TypeAlias = Success | Failure | Cancelled | Unroutable
+OUTCOME_TYPES = (Success, Failure, Cancelled, Unroutable)
+
+
+# --- Inputs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewJob:
+    """A job to insert. ``parents`` are de-duplicated by the store; tags are a set."""
+
+    job_id: uuid.UUID
+    wire_name: str
+    payload: Any
+    queue: str = "default"
+    due_time: datetime
+    parents: tuple[uuid.UUID, ...] = ()
+    mode: DependencyMode = DependencyMode.ON_SUCCESS
+    tags: tuple[Tag, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require_uuid("job_id", self.job_id)
+        _require_str("wire_name", self.wire_name)
+        validate_queue_name(self.queue)
+        require_aware("due_time", self.due_time)
+        _require_json("payload", self.payload)
+        if isinstance(self.parents, str | bytes | uuid.UUID) or not isinstance(self.parents, Iterable):
+            raise TypeError("parents must be a sequence of job ids")
+        parents = tuple(self.parents)
+        for index, parent in enumerate(parents):
+            _require_uuid(f"parents[{index}]", parent)
+        object.__setattr__(self, "parents", parents)
+        if not isinstance(self.mode, DependencyMode):
+            try:
+                object.__setattr__(self, "mode", DependencyMode(self.mode))
+            except ValueError:
+                raise ValueError(f"mode must be a DependencyMode, got {self.mode!r}") from None
+        object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in normalize_tags(self.tags)))
+
+    @property
+    def tag_pairs(self) -> tuple[TagPair, ...]:
+        return normalize_tags(self.tags)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutcomeReport:
+    """A worker's report of how one attempt ended, fenced by ``(worker_id, attempt, live lease)``."""
+
+    job_id: uuid.UUID
+    worker_id: str
+    attempt: int
+    outcome: Outcome
+    failure_detail: str | None = None
+    added_tags: tuple[Tag, ...] = ()
+    output: Any = None
+
+    def __post_init__(self) -> None:
+        _require_uuid("job_id", self.job_id)
+        _require_str("worker_id", self.worker_id)
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int):
+            raise TypeError(f"attempt must be an int, got {type(self.attempt).__name__}")
+        if not isinstance(self.outcome, OUTCOME_TYPES):
+            raise TypeError(
+                "outcome must be Success(), Failure(...), Cancelled(...) or Unroutable(...), "
+                f"got {type(self.outcome).__name__}"
+            )
+        if self.failure_detail is not None:
+            _require_str("failure_detail", self.failure_detail, allow_empty=True)
+        object.__setattr__(
+            self, "added_tags", tuple(tag_from_pair(p) for p in normalize_tags(self.added_tags))
+        )
+        _require_json("output", self.output)
+
+
+# --- Outputs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedJob:
+    """A leased job as the worker sees it: plain values, no model instance."""
+
+    job_id: uuid.UUID
+    wire_name: str
+    queue: str
+    payload: Any
+    attempt: int
+    due_time: datetime
+    lease_owner: str
+    lease_expiry: datetime
+    tags: tuple[Tag, ...] = field(default=())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HeartbeatResult:
+    job_id: uuid.UUID
+    renewed: bool
+    cancel_requested: bool

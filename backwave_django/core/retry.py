@@ -1,0 +1,78 @@
+"""Retry policy: how many attempts a job gets and how long to wait between them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .encoding import require_aware
+
+#: A list of seconds (or timedeltas; the last entry repeats), or ``attempt -> seconds | timedelta``.
+Backoff = Sequence[float | int | timedelta] | Callable[[int], float | int | timedelta]
+
+MAX_ATTEMPT_CEILING = 1000
+MAX_BACKOFF_INTERVALS = 20
+DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_BACKOFF_CAP_SECONDS = 300
+
+
+def default_backoff(attempt: int) -> timedelta:
+    """``min(2 ** attempt, 300)`` seconds, ``attempt`` being the one that just failed."""
+    if attempt >= 9:  # 2**9 = 512 > 300; avoids building huge integers for large attempts
+        return timedelta(seconds=DEFAULT_BACKOFF_CAP_SECONDS)
+    return timedelta(seconds=min(2**attempt, DEFAULT_BACKOFF_CAP_SECONDS))
+
+
+def _as_interval(value: object, what: str) -> timedelta:
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise TypeError(f"{what} must be seconds (int or float) or a timedelta, got {value!r}")
+    interval = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if interval < timedelta(0):
+        raise ValueError("A backoff interval cannot be negative.")
+    return interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """``max_attempts`` executions at most; the ``max_attempts``-th failure dead-letters."""
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+            raise TypeError(f"max_attempts must be an int, got {self.max_attempts!r}")
+        if self.max_attempts < 1:
+            raise ValueError("A retry policy must allow at least one attempt.")
+        if self.max_attempts > MAX_ATTEMPT_CEILING:
+            raise ValueError(f"A retry policy allows at most {MAX_ATTEMPT_CEILING} attempts.")
+        backoff = self.backoff
+        if backoff is None or callable(backoff):
+            return
+        if isinstance(backoff, str | bytes) or not isinstance(backoff, Sequence):
+            raise TypeError(f"backoff must be a list of seconds or a callable, got {backoff!r}")
+        if not backoff:
+            raise ValueError("A backoff list must declare at least one interval.")
+        if len(backoff) > MAX_BACKOFF_INTERVALS:
+            raise ValueError(
+                f"A backoff list allows at most {MAX_BACKOFF_INTERVALS} intervals; got {len(backoff)}."
+            )
+        object.__setattr__(self, "backoff", tuple(_as_interval(v, "backoff entry") for v in backoff))
+
+    def delay(self, failed_attempt: int) -> timedelta:
+        """The wait after ``failed_attempt`` (1-based) failed."""
+        backoff = self.backoff
+        if backoff is None:
+            return default_backoff(failed_attempt)
+        if callable(backoff):
+            return _as_interval(backoff(failed_attempt), "backoff(attempt)")
+        intervals: Sequence[timedelta] = backoff  # type: ignore[assignment]  # normalised in __post_init__
+        return intervals[min(max(failed_attempt, 1), len(intervals)) - 1]
+
+    def next_attempt_at(self, failed_attempt: int, now: datetime) -> datetime | None:
+        """When to run again after ``failed_attempt`` failed, or ``None`` to dead-letter."""
+        require_aware("now", now)
+        if failed_attempt >= self.max_attempts:
+            return None
+        return now + self.delay(failed_attempt)

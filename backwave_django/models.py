@@ -1,0 +1,182 @@
+"""The tables. No behaviour lives here beyond display helpers: every write goes through ``store``.
+
+Foreign keys use ``DO_NOTHING``: the store deletes a job's transitions, tags and edges itself in
+the same transaction (one statement per table), which is both faster than Django's collector and
+keeps purge from ever tripping over a dangling edge.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .conf import WIRE_NAME_COLUMN_LENGTH
+from .core.outcomes import MAX_QUEUE_NAME_LENGTH
+from .core.states import DependencyMode, JobState, OperatorAction
+from .core.tags import MAX_TAG_PART_LENGTH
+
+_TERMINAL = Q(state__in=[s.value for s in JobState if s.is_terminal])
+
+
+class JobRecord(models.Model):
+    """One job. ``sequence`` is the insertion order: the claim tiebreak and the paging cursor."""
+
+    sequence = models.BigAutoField(primary_key=True)
+    job_id = models.UUIDField(unique=True, editable=False)
+    wire_name = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH)
+    queue = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH, default="default")
+    payload = models.JSONField()
+    state = models.PositiveSmallIntegerField(choices=JobState.choices, default=JobState.SCHEDULED)
+    due_time = models.DateTimeField()
+    attempt = models.PositiveIntegerField(default=0)
+    lease_owner = models.CharField(max_length=255, null=True, blank=True)
+    lease_expiry = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    terminal_at = models.DateTimeField(null=True, blank=True)
+    terminal_cause = models.TextField(null=True, blank=True)
+    parents_remaining = models.PositiveIntegerField(default=0)
+    mode = models.PositiveSmallIntegerField(choices=DependencyMode.choices, default=DependencyMode.ON_SUCCESS)
+    output = models.JSONField(null=True, blank=True)
+    schedule_id = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH, null=True, blank=True)
+    enqueued_at = models.DateTimeField()
+    #: Ordinal the next transition-log entry gets; keeps climbing when old entries age out.
+    next_ordinal = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "job"
+        verbose_name_plural = "jobs"
+        indexes = [
+            models.Index(
+                fields=["queue", "due_time", "sequence"],
+                condition=Q(state=JobState.SCHEDULED),
+                name="backwave_job_claim",
+            ),
+            models.Index(
+                fields=["queue", "lease_expiry"],
+                condition=Q(state=JobState.LEASED),
+                name="backwave_job_leased",
+            ),
+            models.Index(
+                fields=["state", "terminal_at", "sequence"],
+                condition=_TERMINAL,
+                name="backwave_job_purge",
+            ),
+            models.Index(
+                fields=["schedule_id"],
+                condition=Q(schedule_id__isnull=False),
+                name="backwave_job_schedule",
+            ),
+        ]
+        permissions = [
+            ("cancel_jobrecord", "Can cancel jobs"),
+            ("requeue_jobrecord", "Can requeue jobs"),
+            ("view_sensitive_jobrecord", "Can view job payload, output and failure detail"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.wire_name} {self.job_id}"
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
+
+
+class JobTransition(models.Model):
+    """The transition log: one entry per state change. ``id`` is the global position."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Indexed by the (job, ordinal) unique constraint.
+    job = models.ForeignKey(
+        JobRecord, on_delete=models.DO_NOTHING, related_name="transitions", db_index=False
+    )
+    ordinal = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField()
+    state = models.PositiveSmallIntegerField(choices=JobState.choices)
+    attempt = models.PositiveIntegerField()
+    failure_detail = models.TextField(null=True, blank=True)
+    actor = models.CharField(max_length=255)
+
+    class Meta:
+        verbose_name = "transition"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "ordinal"], name="backwave_transition_ordinal"),
+        ]
+        ordering = ["job", "ordinal"]
+
+    def __str__(self) -> str:
+        return f"#{self.ordinal} {JobState(self.state).label}"
+
+
+class JobDependency(models.Model):
+    """A still-gating edge parent → child; deleted as the parent resolves."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Indexed by the (parent, child) unique constraint.
+    parent = models.ForeignKey(
+        JobRecord, on_delete=models.DO_NOTHING, related_name="child_edges", db_index=False
+    )
+    child = models.ForeignKey(JobRecord, on_delete=models.DO_NOTHING, related_name="parent_edges")
+
+    class Meta:
+        verbose_name = "dependency"
+        verbose_name_plural = "dependencies"
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "child"], name="backwave_dependency_edge"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.parent_id} -> {self.child_id}"
+
+
+class JobTag(models.Model):
+    """One tag of a job: a Label has ``key == ""``. A set per job."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Indexed by the (job, key, value) unique constraint.
+    job = models.ForeignKey(JobRecord, on_delete=models.DO_NOTHING, related_name="tags", db_index=False)
+    key = models.CharField(max_length=MAX_TAG_PART_LENGTH, blank=True, default="")
+    value = models.CharField(max_length=MAX_TAG_PART_LENGTH)
+
+    class Meta:
+        verbose_name = "tag"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "key", "value"], name="backwave_tag_unique"),
+        ]
+        indexes = [models.Index(fields=["key", "value"], name="backwave_tag_key_value")]
+
+    def __str__(self) -> str:
+        return self.value if not self.key else f"{self.key}:{self.value}"
+
+
+class QueueSettings(models.Model):
+    """Per-queue pause flag and concurrency limit. In-use slots are never stored: they are counted."""
+
+    queue = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH, unique=True)
+    paused = models.BooleanField(default=False)
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "queue"
+        verbose_name_plural = "queues"
+        permissions = [("pause_queuesettings", "Can pause and resume queues and set their limits")]
+
+    def __str__(self) -> str:
+        return self.queue
+
+
+class OperatorAudit(models.Model):
+    """One row per operator action that acted; append-only."""
+
+    id = models.BigAutoField(primary_key=True)
+    actor = models.CharField(max_length=255)
+    action = models.CharField(max_length=32, choices=OperatorAction.choices)
+    target = models.CharField(max_length=255)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "operator audit entry"
+        verbose_name_plural = "operator audit"
+        indexes = [models.Index(fields=["target", "id"], name="backwave_audit_target")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target}"

@@ -1,0 +1,875 @@
+"""The storage contract: every state change of a job, one transaction each, at an explicit ``now``.
+
+This is the only module that writes job, edge, tag and transition rows. It never reads a clock:
+every function takes ``now``, which is what lets tests drive weeks of virtual time in
+milliseconds. Each function runs in one ``transaction.atomic()`` block, so it joins the caller's
+transaction when there is one (enqueue inside ``atomic()`` commits or rolls back with the
+caller's writes) and is all-or-nothing otherwise.
+
+The write path is batched by construction. An operation loads the rows it touches with their
+locks (``_Row``), decides every change in Python, and a :class:`_UnitOfWork` writes them back as
+one ``UPDATE`` per distinct set of new values, one bulk ``INSERT`` of transition-log entries and
+one of tags. Rows are always locked in ``job_id`` order, parents before children, so concurrent
+cascades cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db import IntegrityError, connections, router, transaction
+from django.db.models import F, Q
+
+from .conf import BackWaveSettings, get_settings
+from .core.encoding import json_size, require_aware, require_positive_duration, truncate_utf8
+from .core.outcomes import (
+    Cancelled,
+    ClaimedJob,
+    Failure,
+    HeartbeatResult,
+    NewJob,
+    OutcomeReport,
+    Success,
+    Unroutable,
+    validate_queue_name,
+)
+from .core.retry import RetryPolicy
+from .core.states import (
+    CancelResult,
+    DependencyMode,
+    EnqueueResult,
+    HistoryPolicy,
+    JobState,
+    OperatorAction,
+    OutcomeResult,
+    RequeueResult,
+    TerminalStateClass,
+)
+from .core.tags import TagPair, normalize_tags, tag_from_pair
+from .exceptions import OutputTooLarge
+from .models import JobDependency, JobRecord, JobTag, JobTransition, OperatorAudit, QueueSettings
+
+__all__ = [
+    "HINT_CHANNEL",
+    "cancel_job",
+    "claim",
+    "enqueue",
+    "expire_leases",
+    "heartbeat",
+    "pause_queue",
+    "purge_terminal",
+    "report_outcome",
+    "report_outcomes",
+    "requeue",
+    "resume_queue",
+    "set_concurrency_limit",
+]
+
+#: PostgreSQL channel that carries wake-up hints; the payload is the queue name.
+HINT_CHANNEL = "backwave_hints"
+#: Advisory-lock class id that namespaces our per-queue locks (the second key is the queue's CRC32).
+_QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
+
+CASCADE_ACTOR = "cascade:{parent}"
+LEASE_EXPIRY_ACTOR = "lease-expiry"
+ENQUEUE_ACTOR = "enqueue"
+LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reached)."
+PARENT_FAILURE_CAUSE = "parent-failure:{state}"
+
+_S = JobState
+
+
+def _db() -> str:
+    return router.db_for_write(JobRecord)
+
+
+# --- Rows and the unit of work ----------------------------------------------------------------
+
+_ROW_FIELDS = (
+    "sequence",
+    "job_id",
+    "queue",
+    "state",
+    "attempt",
+    "due_time",
+    "lease_owner",
+    "lease_expiry",
+    "cancel_requested",
+    "parents_remaining",
+    "mode",
+    "next_ordinal",
+)
+
+
+@dataclass(slots=True)
+class _Row:
+    """The mutable in-transaction view of a locked job row."""
+
+    sequence: int
+    job_id: uuid.UUID
+    queue: str
+    state: int
+    attempt: int
+    due_time: datetime
+    lease_owner: str | None
+    lease_expiry: datetime | None
+    cancel_requested: bool
+    parents_remaining: int
+    mode: int
+    next_ordinal: int
+
+
+def _lock_rows(queryset: Any, *, skip_locked: bool = False, extra: Sequence[str] = ()) -> list[tuple[_Row, tuple[Any, ...]]]:
+    """Lock and load rows; returns each as a ``_Row`` plus the values of ``extra`` fields."""
+    width = len(_ROW_FIELDS)
+    values = queryset.select_for_update(skip_locked=skip_locked).values_list(*_ROW_FIELDS, *extra)
+    return [(_Row(*v[:width]), tuple(v[width:])) for v in values]
+
+
+def _hashable(value: Any) -> Any:
+    """A grouping key that keeps ``True``, ``1`` and ``1.0`` apart (they are equal in Python)."""
+    if isinstance(value, dict | list):
+        return (dict, json.dumps(value, sort_keys=True))
+    return (type(value), value)
+
+
+class _UnitOfWork:
+    """Collects one operation's row changes and writes them back in a few batched statements."""
+
+    def __init__(self, settings: BackWaveSettings, now: datetime) -> None:
+        self.settings = settings
+        self.now = now
+        self.rows: dict[int, _Row] = {}
+        self.updates: dict[int, dict[str, Any]] = {}
+        self.appended: dict[int, int] = {}
+        self.transitions: list[JobTransition] = []
+        self.tags: list[JobTag] = []
+
+    def set(self, row: _Row, **fields: Any) -> None:
+        """Record new field values for ``row`` (mirrored onto the in-memory row)."""
+        for name, value in fields.items():
+            if hasattr(row, name):
+                setattr(row, name, value)
+        self.rows[row.sequence] = row
+        self.updates.setdefault(row.sequence, {}).update(fields)
+
+    def transition(
+        self,
+        row: _Row,
+        state: JobState,
+        *,
+        actor: str,
+        failure_detail: str | None = None,
+        **fields: Any,
+    ) -> None:
+        """Move ``row`` to ``state``, write ``fields`` with it and append one transition-log entry."""
+        self.set(row, state=state, **fields)
+        self.appended[row.sequence] = self.appended.get(row.sequence, 0) + 1
+        ordinal = row.next_ordinal
+        row.next_ordinal += 1
+        policy = self.settings.history
+        if policy is HistoryPolicy.OFF:
+            return
+        if failure_detail is not None:
+            if policy is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL:
+                failure_detail = truncate_utf8(failure_detail, self.settings.max_failure_detail_bytes)
+            else:
+                failure_detail = None
+        self.transitions.append(
+            JobTransition(
+                job_id=row.sequence,
+                ordinal=ordinal,
+                recorded_at=self.now,
+                state=state,
+                attempt=row.attempt,
+                failure_detail=failure_detail,
+                actor=actor,
+            )
+        )
+
+    def add_tags(self, sequence: int, pairs: Iterable[TagPair]) -> None:
+        self.tags.extend(JobTag(job_id=sequence, key=k, value=v) for k, v in pairs)
+
+    def flush(self, using: str) -> None:
+        groups: dict[tuple[Any, ...], tuple[dict[str, Any], list[int]]] = {}
+        for sequence, fields in self.updates.items():
+            bump = self.appended.get(sequence, 0)
+            key = (tuple(sorted((k, _hashable(v)) for k, v in fields.items())), bump)
+            groups.setdefault(key, (fields, []))[1].append(sequence)
+        for (_, bump), (fields, sequences) in groups.items():
+            values = dict(fields)
+            if bump:
+                values["next_ordinal"] = F("next_ordinal") + bump
+            JobRecord.objects.using(using).filter(sequence__in=sequences).update(**values)
+        if self.transitions:
+            JobTransition.objects.using(using).bulk_create(self.transitions)
+            _trim_transitions(using, self.transitions, self.settings.max_transitions_per_job)
+        if self.tags:
+            JobTag.objects.using(using).bulk_create(self.tags, ignore_conflicts=True)
+        self.updates.clear()
+        self.appended.clear()
+        self.transitions = []
+        self.tags = []
+
+
+def _trim_transitions(using: str, appended: list[JobTransition], cap: int) -> None:
+    """Drop the oldest entries of jobs whose log grew past ``cap``; ordinals keep climbing."""
+    newest: dict[int, int] = {}
+    for entry in appended:
+        newest[entry.job_id] = max(newest.get(entry.job_id, -1), entry.ordinal)
+    over = [Q(job_id=job, ordinal__lte=last - cap) for job, last in newest.items() if last >= cap]
+    if over:
+        JobTransition.objects.using(using).filter(reduce(or_, over)).delete()
+
+
+def _audit(using: str, actor: str, action: OperatorAction, target: str, now: datetime) -> None:
+    OperatorAudit.objects.using(using).create(actor=actor, action=action, target=target, recorded_at=now)
+
+
+def _require_actor(actor: object) -> str:
+    if not isinstance(actor, str) or not actor:
+        raise ValueError(f"actor must be a non-empty string naming who acts, got {actor!r}")
+    return actor
+
+
+def _require_worker_id(worker_id: object) -> str:
+    if not isinstance(worker_id, str) or not worker_id:
+        raise ValueError(f"worker_id must be a non-empty string, got {worker_id!r}")
+    return worker_id
+
+
+def _require_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def _require_queues(queues: object) -> list[str]:
+    if isinstance(queues, str) or not isinstance(queues, Iterable):
+        raise TypeError(f"queues must be a list of queue names, got {queues!r}")
+    return list(dict.fromkeys(validate_queue_name(q, "queues[]") for q in queues))
+
+
+def _require_uuid(name: str, value: object) -> uuid.UUID:
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"{name} must be a uuid.UUID, got {type(value).__name__}")
+    return value
+
+
+# --- The cascade ------------------------------------------------------------------------------
+
+
+def _cascade(uow: _UnitOfWork, using: str, resolved: list[tuple[_Row, JobState]]) -> None:
+    """Resolve the dependency latches of every child of the jobs that just became terminal.
+
+    Runs level by level (so a cancelled child's own children are resolved next), deleting each
+    parent's edges and locking the waiting children in ``job_id`` order.
+    """
+    now = uow.now
+    frontier = resolved
+    while frontier:
+        parents = {row.sequence: (row, state) for row, state in frontier}
+        edges = list(
+            JobDependency.objects.using(using)
+            .filter(parent_id__in=parents)
+            .values_list("parent_id", "child_id")
+        )
+        if not edges:
+            return
+        JobDependency.objects.using(using).filter(parent_id__in=parents).delete()
+        # A child already changed earlier in this operation is taken from memory: its row in
+        # the database does not show that change until the flush.
+        children = {
+            row.sequence: uow.rows.get(row.sequence, row)
+            for row, _ in _lock_rows(
+                JobRecord.objects.using(using)
+                .filter(sequence__in={child for _, child in edges}, state=_S.AWAITING_PARENT)
+                .order_by("job_id")
+            )
+        }
+        parent_order = {sequence: index for index, sequence in enumerate(parents)}
+        edges.sort(key=lambda e: (parent_order[e[0]], str(children[e[1]].job_id) if e[1] in children else ""))
+        frontier = []
+        for parent_sequence, child_sequence in edges:
+            child = children.get(child_sequence)
+            if child is None or child.state != _S.AWAITING_PARENT:
+                continue  # purged, or already resolved through another parent
+            parent_row, parent_state = parents[parent_sequence]
+            actor = CASCADE_ACTOR.format(parent=parent_row.job_id)
+            if child.mode == DependencyMode.ON_SUCCESS and parent_state != _S.SUCCEEDED:
+                uow.transition(
+                    child,
+                    _S.CANCELLED,
+                    actor=actor,
+                    parents_remaining=0,
+                    terminal_at=now,
+                    terminal_cause=PARENT_FAILURE_CAUSE.format(state=parent_state.pascal),
+                )
+                frontier.append((child, _S.CANCELLED))
+            elif child.parents_remaining > 1:
+                uow.set(child, parents_remaining=child.parents_remaining - 1)
+            else:
+                uow.transition(
+                    child, _S.SCHEDULED, actor=actor, parents_remaining=0, due_time=max(child.due_time, now)
+                )
+
+
+# --- Enqueue ----------------------------------------------------------------------------------
+
+
+def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
+    """Insert a job. Bounds are checked before anything is written; see ``EnqueueResult``.
+
+    Joins the caller's ``transaction.atomic()`` block when there is one.
+    """
+    if not isinstance(new_job, NewJob):
+        raise TypeError(f"new_job must be a NewJob, got {type(new_job).__name__}")
+    require_aware("now", now)
+    settings = get_settings()
+    refusal = check_bounds(new_job, settings)
+    if refusal is not None:
+        return refusal
+    using = _db()
+    try:
+        with transaction.atomic(using=using):
+            return _insert(new_job, now, settings, using)
+    except IntegrityError:
+        if JobRecord.objects.using(using).filter(job_id=new_job.job_id).exists():
+            return EnqueueResult.DUPLICATE
+        raise
+
+
+def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult | None:
+    """The bound an enqueue breaks (payload, wire name, parents, in that order), or None."""
+    if json_size(new_job.payload) > settings.max_payload_bytes:
+        return EnqueueResult.PAYLOAD_TOO_LARGE
+    if len(new_job.wire_name) > settings.max_wire_name_length:
+        return EnqueueResult.WIRE_NAME_TOO_LONG
+    if len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
+        return EnqueueResult.TOO_MANY_PARENTS
+    return None
+
+
+def _insert(new_job: NewJob, now: datetime, settings: BackWaveSettings, using: str) -> EnqueueResult:
+    parents = list(dict.fromkeys(new_job.parents))
+    state = _S.SCHEDULED
+    terminal_at: datetime | None = None
+    cause: str | None = None
+    live: list[int] = []
+    if parents:
+        found = {
+            job_id: (sequence, _S(parent_state))
+            for sequence, job_id, parent_state in JobRecord.objects.using(using)
+            .select_for_update()
+            .filter(job_id__in=parents)
+            .order_by("job_id")
+            .values_list("sequence", "job_id", "state")
+        }
+        if len(found) < len(parents):
+            if JobRecord.objects.using(using).filter(job_id=new_job.job_id).exists():
+                return EnqueueResult.DUPLICATE
+            return EnqueueResult.UNKNOWN_PARENT
+        failed: JobState | None = None
+        for parent in parents:
+            sequence, parent_state = found[parent]
+            if not parent_state.is_terminal:
+                live.append(sequence)
+            elif new_job.mode == DependencyMode.ON_SUCCESS and parent_state != _S.SUCCEEDED:
+                failed = parent_state  # the last failed parent in declared order names the cause
+        if failed is not None:
+            state, terminal_at = _S.CANCELLED, now
+            cause = PARENT_FAILURE_CAUSE.format(state=failed.pascal)
+        elif live:
+            state = _S.AWAITING_PARENT
+
+    record = JobRecord.objects.using(using).create(
+        job_id=new_job.job_id,
+        wire_name=new_job.wire_name,
+        queue=new_job.queue,
+        payload=new_job.payload,
+        state=state,
+        due_time=new_job.due_time,
+        parents_remaining=len(live),
+        mode=new_job.mode,
+        terminal_at=terminal_at,
+        terminal_cause=cause,
+        enqueued_at=now,
+        next_ordinal=1,
+    )
+    if live:
+        JobDependency.objects.using(using).bulk_create(
+            [JobDependency(parent_id=p, child_id=record.sequence) for p in live]
+        )
+    if new_job.tags:
+        JobTag.objects.using(using).bulk_create(
+            [JobTag(job_id=record.sequence, key=k, value=v) for k, v in new_job.tag_pairs]
+        )
+    if settings.history is not HistoryPolicy.OFF:
+        JobTransition.objects.using(using).create(
+            job_id=record.sequence, ordinal=0, recorded_at=now, state=state, attempt=0, actor=ENQUEUE_ACTOR
+        )
+    if state == _S.SCHEDULED and new_job.due_time <= now:
+        _notify(using, new_job.queue)
+    return EnqueueResult.OK
+
+
+def _notify(using: str, queue: str) -> None:
+    """Send a wake-up hint (PostgreSQL only); inside a transaction it is delivered on commit."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [HINT_CHANNEL, queue])
+
+
+# --- Claim ------------------------------------------------------------------------------------
+
+
+def _queue_key(queue: str) -> int:
+    return zlib.crc32(queue.encode()) - 0x8000_0000  # fits PostgreSQL's int4
+
+
+def _lock_queue(using: str, queue: str, *, exclusive: bool) -> None:
+    """Serialize against operator changes to ``queue``'s settings (PostgreSQL advisory lock).
+
+    Claims take the lock shared, so they do not block each other; pause, resume and limit
+    changes take it exclusively, so a new limit waits for claims already in flight to commit
+    and every later claim sees both the limit and those claims' leases. Elsewhere this is a
+    no-op: SQLite serializes writers, and a limited queue is further serialized through its
+    settings row below.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", [_QUEUE_LOCK_CLASS, _queue_key(queue)])
+
+
+def _free_slots(using: str, queue: str) -> int | None:
+    """Slots the queue can fill now: 0 when paused or full, None when unlimited."""
+    _lock_queue(using, queue, exclusive=False)
+    queue_settings = QueueSettings.objects.using(using).filter(queue=queue)
+    row = queue_settings.values_list("paused", "concurrency_limit").first()
+    if row is None:
+        return None
+    paused, limit = row
+    if paused:
+        return 0
+    if limit is None:
+        return None
+    # Limited: claimers of this queue take turns on its settings row, so the count is exact.
+    locked = queue_settings.select_for_update().values_list("paused", "concurrency_limit").first()
+    if locked is None or locked[0]:
+        return 0
+    if locked[1] is None:
+        return None
+    leased = JobRecord.objects.using(using).filter(queue=queue, state=_S.LEASED).count()
+    return max(locked[1] - leased, 0)
+
+
+def claim(
+    *,
+    worker_id: str,
+    queues: Sequence[str],
+    max_jobs: int,
+    lease_duration: timedelta,
+    now: datetime,
+) -> list[ClaimedJob]:
+    """Lease up to ``max_jobs`` (clamped to ``MAX_CLAIM_BATCH``) due jobs, queue-major in the order given.
+
+    Within a queue jobs come by due time, then sequence. Paused queues yield nothing and a
+    queue's concurrency limit counts its Leased jobs exactly, across all workers.
+    """
+    _require_worker_id(worker_id)
+    served = _require_queues(queues)
+    _require_count("max_jobs", max_jobs)
+    require_positive_duration("lease_duration", lease_duration)
+    require_aware("now", now)
+    settings = get_settings()
+    limit = min(max_jobs, settings.max_claim_batch)
+    if limit == 0 or not served:
+        return []
+    using = _db()
+    expiry = now + lease_duration
+    claimed: list[ClaimedJob] = []
+    with transaction.atomic(using=using):
+        uow = _UnitOfWork(settings, now)
+        leased: list[tuple[_Row, str, Any]] = []
+        for queue in served:
+            wanted = limit - len(leased)
+            if wanted <= 0:
+                break
+            slots = _free_slots(using, queue)
+            take = wanted if slots is None else min(wanted, slots)
+            if take <= 0:
+                continue
+            candidates = _lock_rows(
+                JobRecord.objects.using(using)
+                .filter(queue=queue, state=_S.SCHEDULED, due_time__lte=now)
+                .order_by("due_time", "sequence")[:take],
+                skip_locked=True,
+                extra=("wire_name", "payload"),
+            )
+            for row, (wire_name, payload) in candidates:
+                uow.transition(
+                    row,
+                    _S.LEASED,
+                    actor=worker_id,
+                    attempt=row.attempt + 1,
+                    lease_owner=worker_id,
+                    lease_expiry=expiry,
+                )
+                leased.append((row, wire_name, payload))
+        if not leased:
+            return []
+        uow.flush(using)
+        tags = _tags_of(using, [row.sequence for row, _, _ in leased])
+        for row, wire_name, payload in leased:
+            claimed.append(
+                ClaimedJob(
+                    job_id=row.job_id,
+                    wire_name=wire_name,
+                    queue=row.queue,
+                    payload=payload,
+                    attempt=row.attempt,
+                    due_time=row.due_time,
+                    lease_owner=worker_id,
+                    lease_expiry=expiry,
+                    tags=tags.get(row.sequence, ()),
+                )
+            )
+    return claimed
+
+
+def _tags_of(using: str, sequences: list[int]) -> dict[int, tuple[Any, ...]]:
+    result: dict[int, list[Any]] = {}
+    rows = JobTag.objects.using(using).filter(job_id__in=sequences).order_by("id").values_list("job_id", "key", "value")
+    for sequence, key, value in rows:
+        result.setdefault(sequence, []).append(tag_from_pair((key, value)))
+    return {sequence: tuple(tags) for sequence, tags in result.items()}
+
+
+# --- Heartbeat --------------------------------------------------------------------------------
+
+
+def heartbeat(
+    *, worker_id: str, job_ids: Sequence[uuid.UUID], lease_duration: timedelta, now: datetime
+) -> list[HeartbeatResult]:
+    """Renew every live lease ``worker_id`` holds among ``job_ids``; results in input order.
+
+    A lease that is not renewed (expired, taken over, or the job ended) is lost: the worker
+    must abandon that job and report nothing. ``cancel_requested`` carries the cancel flag.
+    """
+    _require_worker_id(worker_id)
+    ids = [_require_uuid("job_ids[]", j) for j in job_ids]
+    require_positive_duration("lease_duration", lease_duration)
+    require_aware("now", now)
+    if not ids:
+        return []
+    using = _db()
+    with transaction.atomic(using=using):
+        live = {
+            job_id: (sequence, flag)
+            for sequence, job_id, flag in JobRecord.objects.using(using)
+            .filter(job_id__in=set(ids), state=_S.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
+            .order_by("job_id")
+            .select_for_update()
+            .values_list("sequence", "job_id", "cancel_requested")
+        }
+        if live:
+            JobRecord.objects.using(using).filter(sequence__in=[s for s, _ in live.values()]).update(
+                lease_expiry=now + lease_duration
+            )
+    return [
+        HeartbeatResult(job_id=j, renewed=j in live, cancel_requested=j in live and live[j][1]) for j in ids
+    ]
+
+
+# --- Outcomes ---------------------------------------------------------------------------------
+
+
+def report_outcome(report: OutcomeReport, *, now: datetime) -> OutcomeResult:
+    """Apply one attempt's outcome if its fence holds; see :func:`report_outcomes`."""
+    return report_outcomes([report], now=now)[0]
+
+
+def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[OutcomeResult]:
+    """Apply a batch of outcomes in one transaction, each fenced on its own; results in input order.
+
+    The fence: the job is Leased, ``lease_owner`` and ``attempt`` match and ``lease_expiry > now``;
+    otherwise ``STALE_LEASE`` and nothing of that report is written. A Success output above
+    ``MAX_OUTPUT_BYTES`` raises ``OutputTooLarge`` before anything in the batch is written.
+    """
+    reports = list(reports)
+    for index, report in enumerate(reports):
+        if not isinstance(report, OutcomeReport):
+            raise TypeError(f"reports[{index}] must be an OutcomeReport, got {type(report).__name__}")
+    require_aware("now", now)
+    settings = get_settings()
+    for report in reports:
+        if isinstance(report.outcome, Success) and report.output is not None:
+            size = json_size(report.output)
+            if size > settings.max_output_bytes:
+                raise OutputTooLarge(report.job_id, size, settings.max_output_bytes)
+    if not reports:
+        return []
+    using = _db()
+    results: list[OutcomeResult] = []
+    with transaction.atomic(using=using):
+        rows = {
+            row.job_id: row
+            for row, _ in _lock_rows(
+                JobRecord.objects.using(using).filter(job_id__in={r.job_id for r in reports}).order_by("job_id")
+            )
+        }
+        uow = _UnitOfWork(settings, now)
+        terminal: list[tuple[_Row, JobState]] = []
+        for report in reports:
+            row = rows.get(report.job_id)
+            if (
+                row is None
+                or row.state != _S.LEASED
+                or row.lease_owner != report.worker_id
+                or row.attempt != report.attempt
+                or row.lease_expiry is None
+                or row.lease_expiry <= now
+            ):
+                results.append(OutcomeResult.STALE_LEASE)
+                continue
+            new_state = _apply_outcome(uow, row, report, now)
+            if new_state.is_terminal:
+                terminal.append((row, new_state))
+            if report.added_tags:
+                uow.add_tags(row.sequence, normalize_tags(report.added_tags))
+            results.append(OutcomeResult.APPLIED)
+        _cascade(uow, using, terminal)
+        uow.flush(using)
+    return results
+
+
+def _apply_outcome(uow: _UnitOfWork, row: _Row, report: OutcomeReport, now: datetime) -> JobState:
+    outcome = report.outcome
+    actor = report.worker_id
+    released = {"lease_owner": None, "lease_expiry": None}
+    if isinstance(outcome, Success):
+        uow.transition(row, _S.SUCCEEDED, actor=actor, terminal_at=now, output=report.output, **released)
+        return _S.SUCCEEDED
+    if isinstance(outcome, Failure):
+        if outcome.next_due_time is not None:
+            uow.transition(
+                row,
+                _S.SCHEDULED,
+                actor=actor,
+                failure_detail=report.failure_detail,
+                due_time=outcome.next_due_time,
+                **released,
+            )
+            return _S.SCHEDULED
+        uow.transition(
+            row,
+            _S.DEAD_LETTERED,
+            actor=actor,
+            failure_detail=report.failure_detail,
+            terminal_at=now,
+            terminal_cause=outcome.error,
+            **released,
+        )
+        return _S.DEAD_LETTERED
+    if isinstance(outcome, Cancelled):
+        uow.transition(
+            row,
+            _S.CANCELLED,
+            actor=actor,
+            terminal_at=now,
+            terminal_cause=outcome.cause,
+            cancel_requested=False,
+            **released,
+        )
+        return _S.CANCELLED
+    assert isinstance(outcome, Unroutable)
+    uow.transition(row, _S.QUARANTINED, actor=actor, terminal_at=now, terminal_cause=outcome.reason, **released)
+    return _S.QUARANTINED
+
+
+# --- Lease expiry -----------------------------------------------------------------------------
+
+
+def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, max_jobs: int = 32) -> int:
+    """Dispose up to ``max_jobs`` expired leases in ``queues``: retry them, or dead-letter at the ceiling.
+
+    Concurrent sweeps skip each other's rows, so each lease is disposed exactly once.
+    Returns how many were disposed.
+    """
+    require_aware("now", now)
+    served = _require_queues(queues)
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    _require_count("max_jobs", max_jobs)
+    if not served or max_jobs == 0:
+        return 0
+    settings = get_settings()
+    using = _db()
+    with transaction.atomic(using=using):
+        rows = _lock_rows(
+            JobRecord.objects.using(using)
+            .filter(queue__in=served, state=_S.LEASED, lease_expiry__lte=now)
+            .order_by("lease_expiry", "sequence")[:max_jobs],
+            skip_locked=True,
+        )
+        uow = _UnitOfWork(settings, now)
+        terminal: list[tuple[_Row, JobState]] = []
+        released = {"lease_owner": None, "lease_expiry": None}
+        for row, _ in rows:
+            retry_at = retry.next_attempt_at(row.attempt, now)
+            if retry_at is not None:
+                uow.transition(row, _S.SCHEDULED, actor=LEASE_EXPIRY_ACTOR, due_time=retry_at, **released)
+            else:
+                uow.transition(
+                    row,
+                    _S.DEAD_LETTERED,
+                    actor=LEASE_EXPIRY_ACTOR,
+                    terminal_at=now,
+                    terminal_cause=LEASE_EXPIRED_CAUSE.format(attempt=row.attempt),
+                    **released,
+                )
+                terminal.append((row, _S.DEAD_LETTERED))
+        _cascade(uow, using, terminal)
+        uow.flush(using)
+    return len(rows)
+
+
+# --- Operator actions -------------------------------------------------------------------------
+
+
+def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
+    """Cancel a pending job at once (cascading), or raise the cancel flag of a running one."""
+    _require_uuid("job_id", job_id)
+    _require_actor(actor)
+    require_aware("now", now)
+    settings = get_settings()
+    using = _db()
+    with transaction.atomic(using=using):
+        found = _lock_rows(JobRecord.objects.using(using).filter(job_id=job_id))
+        if not found:
+            return CancelResult.NOT_CANCELLABLE
+        row = found[0][0]
+        uow = _UnitOfWork(settings, now)
+        if row.state in (_S.SCHEDULED, _S.AWAITING_PARENT):
+            uow.transition(row, _S.CANCELLED, actor=actor, terminal_at=now, terminal_cause=actor)
+            _cascade(uow, using, [(row, _S.CANCELLED)])
+            result = CancelResult.CANCELLED_IMMEDIATELY
+        elif row.state == _S.LEASED:
+            uow.set(row, cancel_requested=True)
+            result = CancelResult.CANCELLATION_REQUESTED
+        else:
+            return CancelResult.NOT_CANCELLABLE
+        uow.flush(using)
+        _audit(using, actor, OperatorAction.CANCEL, str(job_id), now)
+    return result
+
+
+def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
+    """Give a Dead-Lettered or Quarantined job a fresh start: Scheduled, due now, attempt 0."""
+    _require_uuid("job_id", job_id)
+    _require_actor(actor)
+    require_aware("now", now)
+    settings = get_settings()
+    using = _db()
+    with transaction.atomic(using=using):
+        found = _lock_rows(
+            JobRecord.objects.using(using).filter(
+                job_id=job_id, state__in=[_S.DEAD_LETTERED, _S.QUARANTINED]
+            )
+        )
+        if not found:
+            return RequeueResult.NOT_REQUEUEABLE
+        row = found[0][0]
+        uow = _UnitOfWork(settings, now)
+        uow.transition(
+            row,
+            _S.SCHEDULED,
+            actor=actor,
+            attempt=0,
+            due_time=now,
+            lease_owner=None,
+            lease_expiry=None,
+            cancel_requested=False,
+            terminal_at=None,
+            terminal_cause=None,
+        )
+        uow.flush(using)
+        _audit(using, actor, OperatorAction.REQUEUE, str(job_id), now)
+    return RequeueResult.REQUEUED
+
+
+def _update_queue_settings(queue: str, actor: str, now: datetime, action: OperatorAction, **fields: Any) -> None:
+    validate_queue_name(queue)
+    _require_actor(actor)
+    require_aware("now", now)
+    using = _db()
+    with transaction.atomic(using=using):
+        _lock_queue(using, queue, exclusive=True)
+        QueueSettings.objects.using(using).update_or_create(queue=queue, defaults=fields)
+        _audit(using, actor, action, queue, now)
+
+
+def pause_queue(queue: str, *, actor: str, now: datetime) -> None:
+    """Stop claims from ``queue`` (running jobs carry on); idempotent, always audited."""
+    _update_queue_settings(queue, actor, now, OperatorAction.PAUSE_QUEUE, paused=True)
+
+
+def resume_queue(queue: str, *, actor: str, now: datetime) -> None:
+    """Let claims take from ``queue`` again; idempotent, always audited."""
+    _update_queue_settings(queue, actor, now, OperatorAction.RESUME_QUEUE, paused=False)
+
+
+def set_concurrency_limit(queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
+    """Cap ``queue`` at ``limit`` Leased jobs across all workers (``None`` clears, 0 blocks)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    _update_queue_settings(queue, actor, now, OperatorAction.SET_CONCURRENCY_LIMIT, concurrency_limit=limit)
+
+
+# --- Retention --------------------------------------------------------------------------------
+
+
+def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime, max_jobs: int = 500) -> int:
+    """Delete up to ``max_jobs`` (clamped to ``MAX_PURGE_BATCH``) terminal jobs of ``state_class``.
+
+    Eligible jobs ended at or before ``terminal_before``; the oldest go first. Their transitions,
+    tags and any edges in either direction go with them. Returns how many were deleted.
+    """
+    if not isinstance(state_class, TerminalStateClass):
+        raise ValueError(
+            f"state_class must be a TerminalStateClass "
+            f"({', '.join(TerminalStateClass.names)}), got {state_class!r}"
+        )
+    require_aware("terminal_before", terminal_before)
+    _require_count("max_jobs", max_jobs)
+    limit = min(max_jobs, get_settings().max_purge_batch)
+    if limit == 0:
+        return 0
+    using = _db()
+    with transaction.atomic(using=using):
+        doomed = list(
+            JobRecord.objects.using(using)
+            .filter(state__in=state_class.states, terminal_at__lte=terminal_before)
+            .order_by("terminal_at", "sequence")
+            .select_for_update(skip_locked=True)
+            .values_list("sequence", flat=True)[:limit]
+        )
+        if not doomed:
+            return 0
+        JobTransition.objects.using(using).filter(job_id__in=doomed).delete()
+        JobTag.objects.using(using).filter(job_id__in=doomed).delete()
+        JobDependency.objects.using(using).filter(Q(parent_id__in=doomed) | Q(child_id__in=doomed)).delete()
+        JobRecord.objects.using(using).filter(sequence__in=doomed).delete()
+    return len(doomed)

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from backwave_django import conf, store
+from backwave_django.core.outcomes import NewJob, OutcomeReport, Success
+from backwave_django.core.states import EnqueueResult
+
+#: The conformance epoch: every store test runs on virtual time from here.
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+LEASE = timedelta(minutes=1)
+WORKER = "worker-a"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"backwave database: {os.environ.get('BACKWAVE_TEST_DB', 'postgres')}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("BACKWAVE_TEST_DB", "postgres") == "postgres":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (row locks, SKIP LOCKED, concurrent sessions)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings() -> Any:
+    conf.reset()
+    yield
+    conf.reset()
+
+
+@pytest.fixture
+def t0() -> datetime:
+    return T0
+
+
+def new_job(**overrides: Any) -> NewJob:
+    fields: dict[str, Any] = {
+        "job_id": uuid.uuid4(),
+        "wire_name": "send-invoice",
+        "payload": {"args": [], "kwargs": {}},
+        "queue": "default",
+        "due_time": T0,
+    }
+    fields.update(overrides)
+    return NewJob(**fields)
+
+
+def enqueue(now: datetime = T0, **overrides: Any) -> uuid.UUID:
+    """Enqueue a job that must be accepted; returns its id."""
+    job = new_job(**overrides)
+    result = store.enqueue(job, now=now)
+    assert result is EnqueueResult.OK, result
+    return job.job_id
+
+
+def lease(queue: str = "default", now: datetime = T0, worker: str = WORKER, max_jobs: int = 32) -> list[Any]:
+    return store.claim(worker_id=worker, queues=[queue], max_jobs=max_jobs, lease_duration=LEASE, now=now)
+
+
+def lease_one(job_id: uuid.UUID, now: datetime = T0, worker: str = WORKER) -> Any:
+    """Claim until ``job_id`` is leased (it must be the only due job in its queue)."""
+    claimed = [c for c in lease(queue=queue_of(job_id), now=now, worker=worker) if c.job_id == job_id]
+    assert claimed, f"job {job_id} was not claimable"
+    return claimed[0]
+
+
+def queue_of(job_id: uuid.UUID) -> str:
+    from backwave_django.models import JobRecord
+
+    return JobRecord.objects.values_list("queue", flat=True).get(job_id=job_id)
+
+
+def report(job_id: uuid.UUID, outcome: Any = None, *, now: datetime = T0, worker: str = WORKER, attempt: int = 1, **kw: Any) -> Any:
+    return store.report_outcome(
+        OutcomeReport(job_id=job_id, worker_id=worker, attempt=attempt, outcome=outcome or Success(), **kw),
+        now=now,
+    )
+
+
+def row(job_id: uuid.UUID) -> Any:
+    from backwave_django.models import JobRecord
+
+    return JobRecord.objects.get(job_id=job_id)
+
+
+def history(job_id: uuid.UUID) -> list[tuple[int, str, int, str]]:
+    """(ordinal, state name, attempt, actor) for every transition of a job, oldest first."""
+    from backwave_django.core.states import JobState
+    from backwave_django.models import JobTransition
+
+    return [
+        (o, JobState(s).name, a, actor)
+        for o, s, a, actor in JobTransition.objects.filter(job__job_id=job_id)
+        .order_by("ordinal")
+        .values_list("ordinal", "state", "attempt", "actor")
+    ]
+
+
+@pytest.fixture
+def backwave_settings(settings: Any) -> Callable[..., None]:
+    """Override keys of settings.BACKWAVE for one test."""
+
+    def apply(**values: Any) -> None:
+        settings.BACKWAVE = {**getattr(settings, "BACKWAVE", {}), **values}
+
+    return apply
+
+
+@pytest.fixture
+def vendor() -> str:
+    return connection.vendor

@@ -1,0 +1,45 @@
+"""Test settings. ``BACKWAVE_TEST_DB`` picks the database: ``postgres`` (default) or ``sqlite``.
+
+PostgreSQL is reached through the usual libpq variables (``PGHOST``, ``PGPORT``, ``PGUSER``),
+defaulting to the local server with trust auth; pytest-django creates ``test_backwave``.
+"""
+
+from __future__ import annotations
+
+import os
+
+SECRET_KEY = "backwave-tests-not-secret"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEBUG = False
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "backwave_django",
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DATABASE = os.environ.get("BACKWAVE_TEST_DB", "postgres")
+if DATABASE == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("BACKWAVE_SQLITE_PATH", ":memory:"),
+            "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+            "TEST": {"NAME": os.environ.get("BACKWAVE_SQLITE_PATH")},
+        }
+    }
+elif DATABASE == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": os.environ.get("PGDATABASE", "postgres"),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "PASSWORD": os.environ.get("PGPASSWORD", ""),
+            "TEST": {"NAME": "test_backwave"},
+        }
+    }
+else:
+    raise RuntimeError(f"BACKWAVE_TEST_DB must be 'postgres' or 'sqlite', got {DATABASE!r}")
