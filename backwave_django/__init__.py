@@ -12,28 +12,61 @@ if TYPE_CHECKING:
     from . import store as store
     from .core.outcomes import (
         Cancelled as Cancelled,
+    )
+    from .core.outcomes import (
         ClaimedJob as ClaimedJob,
+    )
+    from .core.outcomes import (
         Failure as Failure,
+    )
+    from .core.outcomes import (
         HeartbeatResult as HeartbeatResult,
+    )
+    from .core.outcomes import (
         NewJob as NewJob,
+    )
+    from .core.outcomes import (
         OutcomeReport as OutcomeReport,
+    )
+    from .core.outcomes import (
         Success as Success,
+    )
+    from .core.outcomes import (
         Unroutable as Unroutable,
     )
     from .core.retry import RetryPolicy as RetryPolicy
     from .core.states import (
         CancelResult as CancelResult,
+    )
+    from .core.states import (
         CatchUp as CatchUp,
+    )
+    from .core.states import (
         DependencyMode as DependencyMode,
+    )
+    from .core.states import (
         EnqueueResult as EnqueueResult,
+    )
+    from .core.states import (
         HistoryPolicy as HistoryPolicy,
+    )
+    from .core.states import (
         JobState as JobState,
+    )
+    from .core.states import (
         OutcomeResult as OutcomeResult,
+    )
+    from .core.states import (
         RequeueResult as RequeueResult,
+    )
+    from .core.states import (
         TerminalStateClass as TerminalStateClass,
+    )
+    from .core.states import (
         TriggerScheduleResult as TriggerScheduleResult,
     )
-    from .exceptions import EnqueueError as EnqueueError, OutputTooLarge as OutputTooLarge
+    from .exceptions import EnqueueError as EnqueueError
+    from .exceptions import OutputTooLarge as OutputTooLarge
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(

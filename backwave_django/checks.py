@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
@@ -13,7 +14,9 @@ from .conf import settings_errors
 
 
 @register()
-def check_settings(app_configs: list[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     return [
         Error(
             message,
@@ -26,7 +29,9 @@ def check_settings(app_configs: list[AppConfig] | None = None, **kwargs: Any) ->
 
 
 @register()
-def check_use_tz(app_configs: list[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_use_tz(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     if getattr(settings, "USE_TZ", True):
         return []
     return [
@@ -39,7 +44,9 @@ def check_use_tz(app_configs: list[AppConfig] | None = None, **kwargs: Any) -> l
 
 
 @register(Tags.database)
-def check_database(app_configs: list[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+def check_database(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
     from .models import JobRecord
 
     alias = router.db_for_write(JobRecord)

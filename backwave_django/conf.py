@@ -121,7 +121,9 @@ def _history(value: Any, errors: list[str]) -> HistoryPolicy:
     return HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
 
 
-def _sub_dict(user: Mapping[str, Any], key: str, allowed: tuple[str, ...], errors: list[str]) -> dict[str, Any]:
+def _sub_dict(
+    user: Mapping[str, Any], key: str, allowed: tuple[str, ...], errors: list[str]
+) -> dict[str, Any]:
     merged = dict(DEFAULTS[key])
     value = user.get(key, {})
     if not isinstance(value, Mapping):
@@ -149,7 +151,9 @@ def _queues(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
             errors.append(f"QUEUES[{queue!r}] has an unknown key {unknown!r}; known keys: concurrency_limit.")
         limit = options.get("concurrency_limit")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            errors.append(f"QUEUES[{queue!r}]['concurrency_limit'] must be None or an int >= 0, got {limit!r}.")
+            errors.append(
+                f"QUEUES[{queue!r}]['concurrency_limit'] must be None or an int >= 0, got {limit!r}."
+            )
         result[queue] = dict(options)
     return result
 

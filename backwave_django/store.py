@@ -127,7 +127,9 @@ class _Row:
     next_ordinal: int
 
 
-def _lock_rows(queryset: Any, *, skip_locked: bool = False, extra: Sequence[str] = ()) -> list[tuple[_Row, tuple[Any, ...]]]:
+def _lock_rows(
+    queryset: Any, *, skip_locked: bool = False, extra: Sequence[str] = ()
+) -> list[tuple[_Row, tuple[Any, ...]]]:
     """Lock and load rows; returns each as a ``_Row`` plus the values of ``extra`` fields."""
     width = len(_ROW_FIELDS)
     values = queryset.select_for_update(skip_locked=skip_locked).values_list(*_ROW_FIELDS, *extra)
@@ -551,7 +553,12 @@ def claim(
 
 def _tags_of(using: str, sequences: list[int]) -> dict[int, tuple[Any, ...]]:
     result: dict[int, list[Any]] = {}
-    rows = JobTag.objects.using(using).filter(job_id__in=sequences).order_by("id").values_list("job_id", "key", "value")
+    rows = (
+        JobTag.objects.using(using)
+        .filter(job_id__in=sequences)
+        .order_by("id")
+        .values_list("job_id", "key", "value")
+    )
     for sequence, key, value in rows:
         result.setdefault(sequence, []).append(tag_from_pair((key, value)))
     return {sequence: tuple(tags) for sequence, tags in result.items()}
@@ -627,7 +634,9 @@ def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[
         rows = {
             row.job_id: row
             for row, _ in _lock_rows(
-                JobRecord.objects.using(using).filter(job_id__in={r.job_id for r in reports}).order_by("job_id")
+                JobRecord.objects.using(using)
+                .filter(job_id__in={r.job_id for r in reports})
+                .order_by("job_id")
             )
         }
         uow = _UnitOfWork(settings, now)
@@ -695,7 +704,9 @@ def _apply_outcome(uow: _UnitOfWork, row: _Row, report: OutcomeReport, now: date
         )
         return _S.CANCELLED
     assert isinstance(outcome, Unroutable)
-    uow.transition(row, _S.QUARANTINED, actor=actor, terminal_at=now, terminal_cause=outcome.reason, **released)
+    uow.transition(
+        row, _S.QUARANTINED, actor=actor, terminal_at=now, terminal_cause=outcome.reason, **released
+    )
     return _S.QUARANTINED
 
 
@@ -785,9 +796,7 @@ def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
     using = _db()
     with transaction.atomic(using=using):
         found = _lock_rows(
-            JobRecord.objects.using(using).filter(
-                job_id=job_id, state__in=[_S.DEAD_LETTERED, _S.QUARANTINED]
-            )
+            JobRecord.objects.using(using).filter(job_id=job_id, state__in=[_S.DEAD_LETTERED, _S.QUARANTINED])
         )
         if not found:
             return RequeueResult.NOT_REQUEUEABLE
@@ -810,7 +819,9 @@ def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
     return RequeueResult.REQUEUED
 
 
-def _update_queue_settings(queue: str, actor: str, now: datetime, action: OperatorAction, **fields: Any) -> None:
+def _update_queue_settings(
+    queue: str, actor: str, now: datetime, action: OperatorAction, **fields: Any
+) -> None:
     validate_queue_name(queue)
     _require_actor(actor)
     require_aware("now", now)

@@ -81,7 +81,15 @@ def queue_of(job_id: uuid.UUID) -> str:
     return JobRecord.objects.values_list("queue", flat=True).get(job_id=job_id)
 
 
-def report(job_id: uuid.UUID, outcome: Any = None, *, now: datetime = T0, worker: str = WORKER, attempt: int = 1, **kw: Any) -> Any:
+def report(
+    job_id: uuid.UUID,
+    outcome: Any = None,
+    *,
+    now: datetime = T0,
+    worker: str = WORKER,
+    attempt: int = 1,
+    **kw: Any,
+) -> Any:
     return store.report_outcome(
         OutcomeReport(job_id=job_id, worker_id=worker, attempt=attempt, outcome=outcome or Success(), **kw),
         now=now,

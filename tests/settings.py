@@ -38,7 +38,7 @@ elif DATABASE == "postgres":
             "PORT": os.environ.get("PGPORT", "5432"),
             "USER": os.environ.get("PGUSER", "postgres"),
             "PASSWORD": os.environ.get("PGPASSWORD", ""),
-            "TEST": {"NAME": "test_backwave"},
+            "TEST": {"NAME": os.environ.get("BACKWAVE_PG_TEST_NAME", "test_backwave")},
         }
     }
 else:
