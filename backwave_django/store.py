@@ -9,24 +9,33 @@ caller's writes) and is all-or-nothing otherwise.
 The write path is batched by construction. An operation loads the rows it touches with their
 locks (``_Row``), decides every change in Python, and a :class:`_UnitOfWork` writes them back as
 one ``UPDATE`` per distinct set of new values, one bulk ``INSERT`` of transition-log entries and
-one of tags. Rows are always locked in ``job_id`` order, parents before children, so concurrent
-cascades cannot deadlock.
+one of tags.
+
+Locking. Job rows are always locked in ``sequence`` order. A job's parents must exist when it
+is enqueued, so every parent has a smaller sequence than its children: that order is
+topological, and enqueue (which locks parents), outcomes and cascades (which lock parents, then
+children) all take locks in the same direction. Queue settings rows are locked in queue-name
+order. The one interleaving this cannot order (a cascade reaching, at a deeper level, a row
+smaller than one it already holds, while another transaction takes the two the other way) is
+resolved by PostgreSQL's deadlock detector; the victim's transaction is rolled back whole and
+retried (see :func:`_atomic_retrying`), so callers never see it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, OperationalError, connections, router, transaction
+from django.db.models import Count, F, Q
 
 from .conf import BackWaveSettings, get_settings
 from .core.encoding import json_size, require_aware, require_positive_duration, truncate_utf8
@@ -85,10 +94,40 @@ LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reach
 PARENT_FAILURE_CAUSE = "parent-failure:{state}"
 
 _S = JobState
+_T = TypeVar("_T")
+
+logger = logging.getLogger("backwave_django.store")
+
+#: How many times an operation chosen as a deadlock victim is run again before the error surfaces.
+DEADLOCK_RETRIES = 5
+_DEADLOCK_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+_MYSQL_DEADLOCK_CODES = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 
 
 def _db() -> str:
     return router.db_for_write(JobRecord)
+
+
+def _is_deadlock(error: OperationalError) -> bool:
+    cause = error.__cause__
+    if getattr(cause, "sqlstate", None) in _DEADLOCK_SQLSTATES:
+        return True
+    return bool(error.args) and error.args[0] in _MYSQL_DEADLOCK_CODES
+
+
+def _atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
+    """Run ``body`` in ``transaction.atomic`` and run it again if the database picked it as a
+    deadlock victim. The failed try is rolled back whole (to its savepoint inside a caller's
+    transaction, where PostgreSQL also releases the locks it took), so a retry starts clean."""
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            with transaction.atomic(using=using):
+                return body()
+        except OperationalError as error:
+            if attempt == DEADLOCK_RETRIES or not _is_deadlock(error):
+                raise
+            logger.info("Store operation was a deadlock victim; retrying (try %d).", attempt + 1)
+    raise AssertionError("unreachable")
 
 
 # --- Rows and the unit of work ----------------------------------------------------------------
@@ -273,7 +312,7 @@ def _cascade(uow: _UnitOfWork, using: str, resolved: list[tuple[_Row, JobState]]
     """Resolve the dependency latches of every child of the jobs that just became terminal.
 
     Runs level by level (so a cancelled child's own children are resolved next), deleting each
-    parent's edges and locking the waiting children in ``job_id`` order.
+    parent's edges and locking the waiting children in ``sequence`` order.
     """
     now = uow.now
     frontier = resolved
@@ -294,11 +333,11 @@ def _cascade(uow: _UnitOfWork, using: str, resolved: list[tuple[_Row, JobState]]
             for row, _ in _lock_rows(
                 JobRecord.objects.using(using)
                 .filter(sequence__in={child for _, child in edges}, state=_S.AWAITING_PARENT)
-                .order_by("job_id")
+                .order_by("sequence")
             )
         }
         parent_order = {sequence: index for index, sequence in enumerate(parents)}
-        edges.sort(key=lambda e: (parent_order[e[0]], str(children[e[1]].job_id) if e[1] in children else ""))
+        edges.sort(key=lambda e: (parent_order[e[0]], e[1]))
         frontier = []
         for parent_sequence, child_sequence in edges:
             child = children.get(child_sequence)
@@ -341,8 +380,7 @@ def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
         return refusal
     using = _db()
     try:
-        with transaction.atomic(using=using):
-            return _insert(new_job, now, settings, using)
+        return _atomic_retrying(using, lambda: _insert(new_job, now, settings, using))
     except IntegrityError:
         if JobRecord.objects.using(using).filter(job_id=new_job.job_id).exists():
             return EnqueueResult.DUPLICATE
@@ -372,7 +410,7 @@ def _insert(new_job: NewJob, now: datetime, settings: BackWaveSettings, using: s
             for sequence, job_id, parent_state in JobRecord.objects.using(using)
             .select_for_update()
             .filter(job_id__in=parents)
-            .order_by("job_id")
+            .order_by("sequence")
             .values_list("sequence", "job_id", "state")
         }
         if len(found) < len(parents):
@@ -438,43 +476,61 @@ def _queue_key(queue: str) -> int:
     return zlib.crc32(queue.encode()) - 0x8000_0000  # fits PostgreSQL's int4
 
 
-def _lock_queue(using: str, queue: str, *, exclusive: bool) -> None:
-    """Serialize against operator changes to ``queue``'s settings (PostgreSQL advisory lock).
+def _lock_queues(using: str, queues: Iterable[str], *, exclusive: bool) -> None:
+    """Serialize against operator changes to these queues' settings (PostgreSQL advisory locks).
 
-    Claims take the lock shared, so they do not block each other; pause, resume and limit
-    changes take it exclusively, so a new limit waits for claims already in flight to commit
-    and every later claim sees both the limit and those claims' leases. Elsewhere this is a
-    no-op: SQLite serializes writers, and a limited queue is further serialized through its
-    settings row below.
+    Claims take the locks shared, so they do not block each other; pause, resume and limit
+    changes take theirs exclusively, so a new limit waits for claims already in flight to commit
+    and every later claim sees both the limit and those claims' leases. The locks are taken in
+    one statement, in key order. Elsewhere this is a no-op: SQLite serializes writers, and a
+    limited queue is serialized through its settings row (see :func:`_queue_gates`).
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
         return
+    keys = sorted({_queue_key(q) for q in queues})
+    if not keys:
+        return
     function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    calls = ", ".join(f"{function}(%s, %s)" for _ in keys)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s, %s)", [_QUEUE_LOCK_CLASS, _queue_key(queue)])
+        cursor.execute(f"SELECT {calls}", [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)])
 
 
-def _free_slots(using: str, queue: str) -> int | None:
-    """Slots the queue can fill now: 0 when paused or full, None when unlimited."""
-    _lock_queue(using, queue, exclusive=False)
-    queue_settings = QueueSettings.objects.using(using).filter(queue=queue)
-    row = queue_settings.values_list("paused", "concurrency_limit").first()
-    if row is None:
-        return None
-    paused, limit = row
-    if paused:
-        return 0
-    if limit is None:
-        return None
-    # Limited: claimers of this queue take turns on its settings row, so the count is exact.
-    locked = queue_settings.select_for_update().values_list("paused", "concurrency_limit").first()
-    if locked is None or locked[0]:
-        return 0
-    if locked[1] is None:
-        return None
-    leased = JobRecord.objects.using(using).filter(queue=queue, state=_S.LEASED).count()
-    return max(locked[1] - leased, 0)
+def _queue_gates(using: str, queues: list[str]) -> dict[str, int | None]:
+    """How many jobs each queue may lease now: 0 when paused or full, None when unlimited."""
+    _lock_queues(using, queues, exclusive=False)
+    options = {
+        queue: (paused, limit)
+        for queue, paused, limit in QueueSettings.objects.using(using)
+        .filter(queue__in=queues)
+        .values_list("queue", "paused", "concurrency_limit")
+    }
+    limited = sorted(q for q, (paused, limit) in options.items() if limit is not None and not paused)
+    leased: dict[str, int] = {}
+    if limited:
+        # Claimers of a limited queue take turns on its settings row (locked in name order), so
+        # the Leased count below is exact when they commit.
+        options.update(
+            (queue, (paused, limit))
+            for queue, paused, limit in QueueSettings.objects.using(using)
+            .filter(queue__in=limited)
+            .order_by("queue")
+            .select_for_update()
+            .values_list("queue", "paused", "concurrency_limit")
+        )
+        leased = dict(
+            JobRecord.objects.using(using)
+            .filter(queue__in=limited, state=_S.LEASED)
+            .values("queue")
+            .annotate(n=Count("sequence"))
+            .values_list("queue", "n")
+        )
+    gates: dict[str, int | None] = {}
+    for queue in queues:
+        paused, limit = options.get(queue, (False, None))
+        gates[queue] = 0 if paused else None if limit is None else max(limit - leased.get(queue, 0), 0)
+    return gates
 
 
 def claim(
@@ -501,15 +557,16 @@ def claim(
         return []
     using = _db()
     expiry = now + lease_duration
-    claimed: list[ClaimedJob] = []
-    with transaction.atomic(using=using):
+
+    def body() -> list[ClaimedJob]:
         uow = _UnitOfWork(settings, now)
         leased: list[tuple[_Row, str, Any]] = []
+        gates = _queue_gates(using, served)
         for queue in served:
             wanted = limit - len(leased)
             if wanted <= 0:
                 break
-            slots = _free_slots(using, queue)
+            slots = gates[queue]
             take = wanted if slots is None else min(wanted, slots)
             if take <= 0:
                 continue
@@ -534,21 +591,22 @@ def claim(
             return []
         uow.flush(using)
         tags = _tags_of(using, [row.sequence for row, _, _ in leased])
-        for row, wire_name, payload in leased:
-            claimed.append(
-                ClaimedJob(
-                    job_id=row.job_id,
-                    wire_name=wire_name,
-                    queue=row.queue,
-                    payload=payload,
-                    attempt=row.attempt,
-                    due_time=row.due_time,
-                    lease_owner=worker_id,
-                    lease_expiry=expiry,
-                    tags=tags.get(row.sequence, ()),
-                )
+        return [
+            ClaimedJob(
+                job_id=row.job_id,
+                wire_name=wire_name,
+                queue=row.queue,
+                payload=payload,
+                attempt=row.attempt,
+                due_time=row.due_time,
+                lease_owner=worker_id,
+                lease_expiry=expiry,
+                tags=tags.get(row.sequence, ()),
             )
-    return claimed
+            for row, wire_name, payload in leased
+        ]
+
+    return _atomic_retrying(using, body)
 
 
 def _tags_of(using: str, sequences: list[int]) -> dict[int, tuple[Any, ...]]:
@@ -582,12 +640,13 @@ def heartbeat(
     if not ids:
         return []
     using = _db()
-    with transaction.atomic(using=using):
+
+    def body() -> dict[uuid.UUID, tuple[int, bool]]:
         live = {
             job_id: (sequence, flag)
             for sequence, job_id, flag in JobRecord.objects.using(using)
             .filter(job_id__in=set(ids), state=_S.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
-            .order_by("job_id")
+            .order_by("sequence")
             .select_for_update()
             .values_list("sequence", "job_id", "cancel_requested")
         }
@@ -595,6 +654,9 @@ def heartbeat(
             JobRecord.objects.using(using).filter(sequence__in=[s for s, _ in live.values()]).update(
                 lease_expiry=now + lease_duration
             )
+        return live
+
+    live = _atomic_retrying(using, body)
     return [
         HeartbeatResult(job_id=j, renewed=j in live, cancel_requested=j in live and live[j][1]) for j in ids
     ]
@@ -629,14 +691,15 @@ def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[
     if not reports:
         return []
     using = _db()
-    results: list[OutcomeResult] = []
-    with transaction.atomic(using=using):
+
+    def body() -> list[OutcomeResult]:
+        results: list[OutcomeResult] = []
         rows = {
             row.job_id: row
             for row, _ in _lock_rows(
                 JobRecord.objects.using(using)
                 .filter(job_id__in={r.job_id for r in reports})
-                .order_by("job_id")
+                .order_by("sequence")
             )
         }
         uow = _UnitOfWork(settings, now)
@@ -661,7 +724,9 @@ def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[
             results.append(OutcomeResult.APPLIED)
         _cascade(uow, using, terminal)
         uow.flush(using)
-    return results
+        return results
+
+    return _atomic_retrying(using, body)
 
 
 def _apply_outcome(uow: _UnitOfWork, row: _Row, report: OutcomeReport, now: datetime) -> JobState:
@@ -728,7 +793,8 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
         return 0
     settings = get_settings()
     using = _db()
-    with transaction.atomic(using=using):
+
+    def body() -> int:
         rows = _lock_rows(
             JobRecord.objects.using(using)
             .filter(queue__in=served, state=_S.LEASED, lease_expiry__lte=now)
@@ -754,7 +820,9 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
                 terminal.append((row, _S.DEAD_LETTERED))
         _cascade(uow, using, terminal)
         uow.flush(using)
-    return len(rows)
+        return len(rows)
+
+    return _atomic_retrying(using, body)
 
 
 # --- Operator actions -------------------------------------------------------------------------
@@ -767,7 +835,8 @@ def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
     require_aware("now", now)
     settings = get_settings()
     using = _db()
-    with transaction.atomic(using=using):
+
+    def body() -> CancelResult:
         found = _lock_rows(JobRecord.objects.using(using).filter(job_id=job_id))
         if not found:
             return CancelResult.NOT_CANCELLABLE
@@ -784,7 +853,9 @@ def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
             return CancelResult.NOT_CANCELLABLE
         uow.flush(using)
         _audit(using, actor, OperatorAction.CANCEL, str(job_id), now)
-    return result
+        return result
+
+    return _atomic_retrying(using, body)
 
 
 def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
@@ -794,7 +865,8 @@ def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
     require_aware("now", now)
     settings = get_settings()
     using = _db()
-    with transaction.atomic(using=using):
+
+    def body() -> RequeueResult:
         found = _lock_rows(
             JobRecord.objects.using(using).filter(job_id=job_id, state__in=[_S.DEAD_LETTERED, _S.QUARANTINED])
         )
@@ -816,7 +888,9 @@ def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
         )
         uow.flush(using)
         _audit(using, actor, OperatorAction.REQUEUE, str(job_id), now)
-    return RequeueResult.REQUEUED
+        return RequeueResult.REQUEUED
+
+    return _atomic_retrying(using, body)
 
 
 def _update_queue_settings(
@@ -826,10 +900,13 @@ def _update_queue_settings(
     _require_actor(actor)
     require_aware("now", now)
     using = _db()
-    with transaction.atomic(using=using):
-        _lock_queue(using, queue, exclusive=True)
+
+    def body() -> None:
+        _lock_queues(using, [queue], exclusive=True)
         QueueSettings.objects.using(using).update_or_create(queue=queue, defaults=fields)
         _audit(using, actor, action, queue, now)
+
+    _atomic_retrying(using, body)
 
 
 def pause_queue(queue: str, *, actor: str, now: datetime) -> None:
@@ -869,7 +946,8 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
     if limit == 0:
         return 0
     using = _db()
-    with transaction.atomic(using=using):
+
+    def body() -> int:
         doomed = list(
             JobRecord.objects.using(using)
             .filter(state__in=state_class.states, terminal_at__lte=terminal_before)
@@ -883,4 +961,6 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
         JobTag.objects.using(using).filter(job_id__in=doomed).delete()
         JobDependency.objects.using(using).filter(Q(parent_id__in=doomed) | Q(child_id__in=doomed)).delete()
         JobRecord.objects.using(using).filter(sequence__in=doomed).delete()
-    return len(doomed)
+        return len(doomed)
+
+    return _atomic_retrying(using, body)

@@ -1,4 +1,4 @@
-"""Test settings. ``BACKWAVE_TEST_DB`` picks the database: ``postgres`` (default) or ``sqlite``.
+"""Test settings. ``BACKWAVE_TEST_DB`` picks the database: ``postgres`` (default), ``sqlite`` or ``mariadb``.
 
 PostgreSQL is reached through the usual libpq variables (``PGHOST``, ``PGPORT``, ``PGUSER``),
 defaulting to the local server with trust auth; pytest-django creates ``test_backwave``.
@@ -41,5 +41,18 @@ elif DATABASE == "postgres":
             "TEST": {"NAME": os.environ.get("BACKWAVE_PG_TEST_NAME", "test_backwave")},
         }
     }
+elif DATABASE == "mariadb":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": "test",
+            "HOST": os.environ.get("MYSQL_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("MYSQL_PORT", "3306"),
+            "USER": os.environ.get("MYSQL_USER", "root"),
+            "PASSWORD": os.environ.get("MYSQL_PASSWORD", ""),
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"NAME": os.environ.get("BACKWAVE_MARIADB_TEST_NAME", "test_backwave"), "CHARSET": "utf8mb4"},
+        }
+    }
 else:
-    raise RuntimeError(f"BACKWAVE_TEST_DB must be 'postgres' or 'sqlite', got {DATABASE!r}")
+    raise RuntimeError(f"BACKWAVE_TEST_DB must be 'postgres', 'sqlite' or 'mariadb', got {DATABASE!r}")
