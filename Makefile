@@ -1,0 +1,77 @@
+# backwave_django developer commands. `make demo` and `make test` are the two set-up commands:
+# each creates the virtualenv it needs on first use.
+#
+#   make venv           .venv: Python >= 3.12, Django 6.1, the package in editable mode with [postgres,dev]
+#   make test           the whole suite on PostgreSQL, SQLite, then MariaDB (PYTEST_ARGS="-k fence" passes args on)
+#   make test-django52  the same suite in .venv-dj52: Python 3.11, Django 5.2 LTS
+#   make lint           ruff check and mypy
+#   make demo           a walk through the job store on a temporary SQLite database
+#   make clean          remove the virtualenvs and caches
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+VENV_DJ52 := .venv-dj52
+DJANGO_SPEC := Django>=6.1,<6.2
+DJANGO52_SPEC := Django>=5.2,<5.3
+PYTEST_ARGS ?=
+# The MariaDB driver compiles against libmariadb-dev; without it the MariaDB leg is skipped loudly.
+MARIADB_EXTRA = install_mariadb() { \
+	if pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null; then \
+		$$1/bin/python -m pip install -qq 'mysqlclient>=2.2.1'; \
+	else echo "libmariadb-dev not installed: the MariaDB test leg will be skipped"; fi; }; install_mariadb
+
+.PHONY: help venv venv-dj52 test test-django52 lint demo clean
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+venv: $(VENV)/.stamp
+venv-dj52: $(VENV_DJ52)/.stamp
+
+# The stamp is rebuilt when pyproject.toml changes; a venv whose interpreter no longer runs
+# (or is too old) is recreated from scratch.
+$(VENV)/.stamp: pyproject.toml
+	@python=$$(bash scripts/find_python.sh --min 3.12) || exit 1; \
+	if ! $(VENV)/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+		echo "Creating $(VENV) with $$python"; \
+		rm -rf $(VENV) && "$$python" -m venv $(VENV) || exit 1; \
+	fi
+	$(VENV)/bin/python -m pip install -qq --upgrade pip
+	$(VENV)/bin/python -m pip install -qq -e '.[postgres,dev]' '$(DJANGO_SPEC)'
+	@$(MARIADB_EXTRA) $(VENV)
+	@touch $@
+
+$(VENV_DJ52)/.stamp: pyproject.toml
+	@python=$$(bash scripts/find_python.sh --exact 3.11) || exit 1; \
+	if ! $(VENV_DJ52)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then \
+		echo "Creating $(VENV_DJ52) with $$python"; \
+		rm -rf $(VENV_DJ52) && "$$python" -m venv $(VENV_DJ52) || exit 1; \
+	fi
+	$(VENV_DJ52)/bin/python -m pip install -qq --upgrade pip
+	$(VENV_DJ52)/bin/python -m pip install -qq -e '.[postgres,dev]' '$(DJANGO52_SPEC)'
+	@$(MARIADB_EXTRA) $(VENV_DJ52)
+	@touch $@
+
+test: venv
+	BACKWAVE_VENV=$(VENV) bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+test-django52: venv-dj52
+	BACKWAVE_VENV=$(VENV_DJ52) bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+# Formatting is not enforced; `ruff check` and strict mypy are. Both run even when the first fails.
+lint: venv
+	@status=0; \
+	echo "$(VENV)/bin/ruff check backwave_django tests"; \
+	$(VENV)/bin/ruff check backwave_django tests || status=1; \
+	echo "$(VENV)/bin/mypy backwave_django tests"; \
+	$(VENV)/bin/mypy backwave_django tests || status=1; \
+	exit $$status
+
+demo: venv
+	$(VENV)/bin/python scripts/demo_store.py
+
+clean:
+	rm -rf $(VENV) $(VENV_DJ52) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

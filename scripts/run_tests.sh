@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Run the whole test suite on PostgreSQL, on SQLite, then on MariaDB when its driver and server are there.
+#
+#   scripts/run_tests.sh [pytest args...]
+#
+# BACKWAVE_VENV   the virtualenv to run in (default .venv; `make test-django52` uses .venv-dj52)
+# CI=true         an unreachable PostgreSQL fails the run instead of being skipped loudly
+# PGHOST, PGPORT, PGUSER, PGPASSWORD   where PostgreSQL is (as in tests/settings.py)
+#
+# Both runs always execute, even when the first fails; the exit status is non-zero when either
+# failed. pytest's "no tests ran" (exit 5) counts as a failure: a suite that ran nothing passed nothing.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+
+venv=${BACKWAVE_VENV:-.venv}
+python="$venv/bin/python"
+pytest="$venv/bin/pytest"
+if [[ ! -x $pytest ]]; then
+    echo "error: $pytest not found; create the virtualenv first (make venv)." >&2
+    exit 2
+fi
+
+pg_host=${PGHOST:-127.0.0.1}
+pg_port=${PGPORT:-5432}
+pg_user=${PGUSER:-postgres}
+
+postgres_reachable() {
+    "$python" - "$pg_host" "$pg_port" "$pg_user" <<'PY'
+import sys
+
+import psycopg
+
+host, port, user = sys.argv[1:4]
+try:
+    psycopg.connect(host=host, port=port, user=user, dbname="postgres", connect_timeout=3).close()
+except psycopg.Error as exc:
+    print(f"    {type(exc).__name__}: {str(exc).strip()}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+# Run pytest on one database; returns 0 when it passed. Sets $verdict to a one-line result.
+run_suite() {
+    local database=$1
+    shift
+    echo
+    echo "=== backwave: pytest on $database ($("$python" -c 'import django, sys; print(f"Django {django.get_version()}, Python {sys.version.split()[0]}")')) ==="
+    BACKWAVE_TEST_DB=$database "$pytest" "$@"
+    local status=$?
+    case $status in
+        0) verdict="passed" ;;
+        5)
+            echo "backwave: pytest on $database ran no tests (exit 5); counting that as a failure." >&2
+            verdict="FAILED (no tests ran)"
+            ;;
+        *) verdict="FAILED (pytest exit $status)" ;;
+    esac
+    [[ $status -eq 0 ]]
+}
+
+banner() {
+    local line="!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    echo
+    echo "$line"
+    for text in "$@"; do
+        echo "!!!  $text"
+    done
+    echo "$line"
+    echo
+}
+
+postgres_result=""
+sqlite_result=""
+verdict=""
+failed=0
+
+echo "backwave: checking PostgreSQL at $pg_host:$pg_port (user $pg_user, database postgres) ..."
+if postgres_reachable; then
+    run_suite postgres "$@" || failed=1
+    postgres_result=$verdict
+elif [[ ${CI:-} == true ]]; then
+    banner "PostgreSQL NOT REACHABLE at $pg_host:$pg_port (user $pg_user)." \
+        "CI=true: an unreachable PostgreSQL FAILS the run." \
+        "The SQLite half still runs below, for information."
+    postgres_result="FAILED (PostgreSQL not reachable, CI=true)"
+    failed=1
+else
+    banner "PostgreSQL NOT REACHABLE at $pg_host:$pg_port (user $pg_user)." \
+        "The PostgreSQL half of the suite was SKIPPED, not passed." \
+        "Locking and concurrency tests only run on PostgreSQL." \
+        "Start PostgreSQL (or set PGHOST/PGPORT/PGUSER) and run 'make test' again."
+    postgres_result="SKIPPED (PostgreSQL not reachable) -- NOT PASSED"
+fi
+
+run_suite sqlite "$@" || failed=1
+sqlite_result=$verdict
+
+# MariaDB: run when its driver is installed and the server answers; otherwise say so loudly.
+mariadb_result=""
+if ! "$python" -c 'import MySQLdb' 2>/dev/null; then
+    mariadb_result="SKIPPED (mysqlclient not installed: apt-get install libmariadb-dev, then make venv) -- NOT PASSED"
+elif ! "$python" -c 'import MySQLdb; MySQLdb.connect(host="127.0.0.1", user="root", connect_timeout=3).close()' 2>/dev/null; then
+    mariadb_result="SKIPPED (MariaDB not reachable at 127.0.0.1:3306) -- NOT PASSED"
+else
+    run_suite mariadb "$@" || failed=1
+    mariadb_result=$verdict
+fi
+
+echo
+echo "backwave test summary ($venv):"
+echo "    postgres: $postgres_result"
+echo "    sqlite:   $sqlite_result"
+echo "    mariadb:  $mariadb_result"
+if [[ $mariadb_result == SKIPPED* ]]; then
+    banner "MariaDB leg SKIPPED, not passed: ${mariadb_result%% -- *}"
+fi
+if [[ $postgres_result == SKIPPED* ]]; then
+    banner "PostgreSQL NOT REACHABLE -- the PostgreSQL half of the suite was SKIPPED, not passed."
+fi
+exit $failed
