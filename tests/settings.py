@@ -51,7 +51,10 @@ elif DATABASE == "mariadb":
             "USER": os.environ.get("MYSQL_USER", "root"),
             "PASSWORD": os.environ.get("MYSQL_PASSWORD", ""),
             "OPTIONS": {"charset": "utf8mb4"},
-            "TEST": {"NAME": os.environ.get("BACKWAVE_MARIADB_TEST_NAME", "test_backwave"), "CHARSET": "utf8mb4"},
+            "TEST": {
+                "NAME": os.environ.get("BACKWAVE_MARIADB_TEST_NAME", "test_backwave"),
+                "CHARSET": "utf8mb4",
+            },
         }
     }
 else:
