@@ -9,64 +9,38 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import store as store
+    from . import operator as operator, store as store
+    from .client import (
+        EnqueueReceipt as EnqueueReceipt,
+        PreparedJob as PreparedJob,
+        enqueue_many as enqueue_many,
+    )
+    from .context import JobCancelled as JobCancelled, JobContext as JobContext
     from .core.outcomes import (
         Cancelled as Cancelled,
-    )
-    from .core.outcomes import (
         ClaimedJob as ClaimedJob,
-    )
-    from .core.outcomes import (
         Failure as Failure,
-    )
-    from .core.outcomes import (
         HeartbeatResult as HeartbeatResult,
-    )
-    from .core.outcomes import (
         NewJob as NewJob,
-    )
-    from .core.outcomes import (
         OutcomeReport as OutcomeReport,
-    )
-    from .core.outcomes import (
         Success as Success,
-    )
-    from .core.outcomes import (
         Unroutable as Unroutable,
     )
     from .core.retry import RetryPolicy as RetryPolicy
     from .core.states import (
         CancelResult as CancelResult,
-    )
-    from .core.states import (
         CatchUp as CatchUp,
-    )
-    from .core.states import (
         DependencyMode as DependencyMode,
-    )
-    from .core.states import (
         EnqueueResult as EnqueueResult,
-    )
-    from .core.states import (
         HistoryPolicy as HistoryPolicy,
-    )
-    from .core.states import (
         JobState as JobState,
-    )
-    from .core.states import (
         OutcomeResult as OutcomeResult,
-    )
-    from .core.states import (
         RequeueResult as RequeueResult,
-    )
-    from .core.states import (
         TerminalStateClass as TerminalStateClass,
-    )
-    from .core.states import (
         TriggerScheduleResult as TriggerScheduleResult,
     )
-    from .exceptions import EnqueueError as EnqueueError
-    from .exceptions import OutputTooLarge as OutputTooLarge
+    from .exceptions import EnqueueError as EnqueueError, OutputTooLarge as OutputTooLarge
+    from .registry import JobDefinition as JobDefinition, job as job
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
@@ -100,8 +74,15 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "backwave_django.core.retry",
     "EnqueueError": "backwave_django.exceptions",
     "OutputTooLarge": "backwave_django.exceptions",
+    "job": "backwave_django.registry",
+    "JobDefinition": "backwave_django.registry",
+    "JobContext": "backwave_django.context",
+    "JobCancelled": "backwave_django.context",
+    "PreparedJob": "backwave_django.client",
+    "EnqueueReceipt": "backwave_django.client",
+    "enqueue_many": "backwave_django.client",
 }
-_MODULES = frozenset({"store"})
+_MODULES = frozenset({"store", "operator"})
 
 __all__ = sorted([*_EXPORTS, *_MODULES])
 

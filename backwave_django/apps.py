@@ -9,4 +9,8 @@ class BackWaveConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
         from . import checks  # noqa: F401  (registers the system checks)
+
+        autodiscover_modules("jobs")  # every installed app's jobs.py declares its @job handlers

@@ -180,3 +180,22 @@ class OperatorAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.target}"
+
+
+class WorkerNode(models.Model):
+    """One running worker process, for the console; rows not seen for a while are pruned."""
+
+    worker_id = models.CharField(max_length=255, unique=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "worker"
+        verbose_name_plural = "workers"
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -64,22 +64,38 @@ from .core.states import (
 )
 from .core.tags import TagPair, normalize_tags, tag_from_pair
 from .exceptions import OutputTooLarge
-from .models import JobDependency, JobRecord, JobTag, JobTransition, OperatorAudit, QueueSettings
+from .models import (
+    JobDependency,
+    JobRecord,
+    JobTag,
+    JobTransition,
+    OperatorAudit,
+    QueueSettings,
+    WorkerNode,
+)
 
 __all__ = [
     "HINT_CHANNEL",
     "cancel_job",
     "claim",
     "enqueue",
+    "enqueue_many",
     "expire_leases",
     "heartbeat",
+    "job_output",
+    "missing_jobs",
     "pause_queue",
+    "prune_workers",
     "purge_terminal",
+    "register_worker",
+    "release_leases",
     "report_outcome",
     "report_outcomes",
     "requeue",
     "resume_queue",
     "set_concurrency_limit",
+    "touch_worker",
+    "unregister_worker",
 ]
 
 #: PostgreSQL channel that carries wake-up hints; the payload is the queue name.
@@ -373,18 +389,33 @@ def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
     """
     if not isinstance(new_job, NewJob):
         raise TypeError(f"new_job must be a NewJob, got {type(new_job).__name__}")
+    return enqueue_many([new_job], now=now)[0]
+
+
+def enqueue_many(new_jobs: Sequence[NewJob], *, now: datetime) -> list[EnqueueResult]:
+    """Insert many jobs in one transaction, each judged exactly as :func:`enqueue` would.
+
+    A job may name as parent a job earlier in the same batch. Results come in input order; a
+    refused job writes nothing, and the others are inserted with one statement per table.
+    """
+    jobs = list(new_jobs)
+    for index, new_job in enumerate(jobs):
+        if not isinstance(new_job, NewJob):
+            raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
     require_aware("now", now)
     settings = get_settings()
-    refusal = check_bounds(new_job, settings)
-    if refusal is not None:
-        return refusal
+    results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
+    if all(r is not None for r in results):
+        return [r for r in results if r is not None]
     using = _db()
-    try:
-        return _atomic_retrying(using, lambda: _insert(new_job, now, settings, using))
-    except IntegrityError:
-        if JobRecord.objects.using(using).filter(job_id=new_job.job_id).exists():
-            return EnqueueResult.DUPLICATE
-        raise
+    for attempt in (1, 2, 3):
+        try:
+            return _atomic_retrying(using, lambda: _insert_many(jobs, list(results), now, settings, using))
+        except IntegrityError:
+            # Another transaction committed one of these ids after we looked: look again.
+            if attempt == 3:
+                raise
+    raise AssertionError("unreachable")
 
 
 def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult | None:
@@ -398,67 +429,137 @@ def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult |
     return None
 
 
-def _insert(new_job: NewJob, now: datetime, settings: BackWaveSettings, using: str) -> EnqueueResult:
-    parents = list(dict.fromkeys(new_job.parents))
-    state = _S.SCHEDULED
-    terminal_at: datetime | None = None
-    cause: str | None = None
-    live: list[int] = []
-    if parents:
-        found = {
-            job_id: (sequence, _S(parent_state))
-            for sequence, job_id, parent_state in JobRecord.objects.using(using)
-            .select_for_update()
-            .filter(job_id__in=parents)
-            .order_by("sequence")
-            .values_list("sequence", "job_id", "state")
-        }
-        if len(found) < len(parents):
-            if JobRecord.objects.using(using).filter(job_id=new_job.job_id).exists():
-                return EnqueueResult.DUPLICATE
-            return EnqueueResult.UNKNOWN_PARENT
-        failed: JobState | None = None
-        for parent in parents:
-            sequence, parent_state = found[parent]
-            if not parent_state.is_terminal:
-                live.append(sequence)
-            elif new_job.mode == DependencyMode.ON_SUCCESS and parent_state != _S.SUCCEEDED:
-                failed = parent_state  # the last failed parent in declared order names the cause
-        if failed is not None:
-            state, terminal_at = _S.CANCELLED, now
-            cause = PARENT_FAILURE_CAUSE.format(state=failed.pascal)
-        elif live:
-            state = _S.AWAITING_PARENT
+@dataclass(slots=True)
+class _Planned:
+    new_job: NewJob
+    record: JobRecord
+    live_parents: list[uuid.UUID]
 
-    record = JobRecord.objects.using(using).create(
-        job_id=new_job.job_id,
-        wire_name=new_job.wire_name,
-        queue=new_job.queue,
-        payload=new_job.payload,
-        state=state,
-        due_time=new_job.due_time,
-        parents_remaining=len(live),
-        mode=new_job.mode,
-        terminal_at=terminal_at,
-        terminal_cause=cause,
-        enqueued_at=now,
-        next_ordinal=1,
+
+def _insert_many(
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    now: datetime,
+    settings: BackWaveSettings,
+    using: str,
+) -> list[EnqueueResult]:
+    candidates = [j for j, r in zip(jobs, results, strict=True) if r is None]
+    records = JobRecord.objects.using(using)
+    existing = set(records.filter(job_id__in={j.job_id for j in candidates}).values_list("job_id", flat=True))
+    wanted_parents = {p for j in candidates for p in j.parents}
+    parents: dict[uuid.UUID, tuple[int | None, JobState]] = {
+        job_id: (sequence, _S(state))
+        for sequence, job_id, state in records.filter(job_id__in=wanted_parents)
+        .order_by("sequence")
+        .select_for_update()
+        .values_list("sequence", "job_id", "state")
+    }
+    planned: list[_Planned] = []
+    for index, new_job in enumerate(jobs):
+        if results[index] is not None:
+            continue
+        if new_job.job_id in existing:
+            results[index] = EnqueueResult.DUPLICATE
+            continue
+        declared = list(dict.fromkeys(new_job.parents))
+        if any(p not in parents for p in declared):
+            results[index] = EnqueueResult.UNKNOWN_PARENT
+            continue
+        state, cause, live = _initial_state(new_job, [parents[p][1] for p in declared], declared)
+        record = JobRecord(
+            job_id=new_job.job_id,
+            wire_name=new_job.wire_name,
+            queue=new_job.queue,
+            payload=new_job.payload,
+            state=state,
+            due_time=new_job.due_time,
+            parents_remaining=len(live),
+            mode=new_job.mode,
+            terminal_at=now if state.is_terminal else None,
+            terminal_cause=cause,
+            enqueued_at=now,
+            next_ordinal=1,
+        )
+        planned.append(_Planned(new_job, record, live))
+        existing.add(new_job.job_id)
+        parents[new_job.job_id] = (None, state)  # a later job of the batch may name it as parent
+        results[index] = EnqueueResult.OK
+    if planned:
+        _write_planned(planned, now, settings, using)
+    return [r for r in results if r is not None]
+
+
+def _initial_state(
+    new_job: NewJob, parent_states: list[JobState], declared: list[uuid.UUID]
+) -> tuple[JobState, str | None, list[uuid.UUID]]:
+    """The state a new job starts in, its cause if born Cancelled, and its still-live parents."""
+    live = [p for p, s in zip(declared, parent_states, strict=True) if not s.is_terminal]
+    failed = [s for s in parent_states if s.is_terminal and s != _S.SUCCEEDED]
+    if new_job.mode == DependencyMode.ON_SUCCESS and failed:
+        # The last failed parent in declared order names the cause. Edges to the still-live
+        # parents are written all the same (reference behaviour); resolution skips them.
+        return _S.CANCELLED, PARENT_FAILURE_CAUSE.format(state=failed[-1].pascal), live
+    return (_S.AWAITING_PARENT if live else _S.SCHEDULED), None, live
+
+
+def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSettings, using: str) -> None:
+    created = JobRecord.objects.using(using).bulk_create([p.record for p in planned])
+    sequences = {r.job_id: r.sequence for r in created if r.sequence is not None}
+    if len(sequences) < len(planned):  # a backend that cannot return ids from a bulk insert
+        sequences = dict(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=[p.new_job.job_id for p in planned])
+            .values_list("job_id", "sequence")
+        )
+    live_parent_ids = {p for plan in planned for p in plan.live_parents} - sequences.keys()
+    if live_parent_ids:
+        sequences.update(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=live_parent_ids)
+            .values_list("job_id", "sequence")
+        )
+    JobDependency.objects.using(using).bulk_create(
+        [
+            JobDependency(parent_id=sequences[parent], child_id=sequences[plan.new_job.job_id])
+            for plan in planned
+            for parent in plan.live_parents
+        ]
     )
-    if live:
-        JobDependency.objects.using(using).bulk_create(
-            [JobDependency(parent_id=p, child_id=record.sequence) for p in live]
-        )
-    if new_job.tags:
-        JobTag.objects.using(using).bulk_create(
-            [JobTag(job_id=record.sequence, key=k, value=v) for k, v in new_job.tag_pairs]
-        )
+    JobTag.objects.using(using).bulk_create(
+        [
+            JobTag(job_id=sequences[plan.new_job.job_id], key=key, value=value)
+            for plan in planned
+            for key, value in plan.new_job.tag_pairs
+        ]
+    )
     if settings.history is not HistoryPolicy.OFF:
-        JobTransition.objects.using(using).create(
-            job_id=record.sequence, ordinal=0, recorded_at=now, state=state, attempt=0, actor=ENQUEUE_ACTOR
+        JobTransition.objects.using(using).bulk_create(
+            [
+                JobTransition(
+                    job_id=sequences[plan.new_job.job_id],
+                    ordinal=0,
+                    recorded_at=now,
+                    state=plan.record.state,
+                    attempt=0,
+                    actor=ENQUEUE_ACTOR,
+                )
+                for plan in planned
+            ]
         )
-    if state == _S.SCHEDULED and new_job.due_time <= now:
-        _notify(using, new_job.queue)
-    return EnqueueResult.OK
+    due_queues = {
+        plan.new_job.queue
+        for plan in planned
+        if plan.record.state == _S.SCHEDULED and plan.new_job.due_time <= now
+    }
+    for queue in sorted(due_queues):
+        _notify(using, queue)
+
+
+def missing_jobs(job_ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    """Which of these job ids have no row (in the order given); a read, for error messages."""
+    wanted = list(dict.fromkeys(job_ids))
+    found = set(JobRecord.objects.using(_db()).filter(job_id__in=wanted).values_list("job_id", flat=True))
+    return [j for j in wanted if j not in found]
 
 
 def _notify(using: str, queue: str) -> None:
@@ -964,3 +1065,69 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
         return len(doomed)
 
     return _atomic_retrying(using, body)
+
+
+# --- Worker support ---------------------------------------------------------------------------
+
+
+def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetime) -> int:
+    """End ``worker_id``'s live leases on ``job_ids`` now, so the next expiry sweep (on any
+    worker) retries or dead-letters them. Used by a worker that stops with jobs still running.
+    Returns how many leases were released."""
+    _require_worker_id(worker_id)
+    ids = [_require_uuid("job_ids[]", j) for j in job_ids]
+    require_aware("now", now)
+    if not ids:
+        return 0
+    using = _db()
+
+    def body() -> int:
+        return (
+            JobRecord.objects.using(using)
+            .filter(job_id__in=ids, state=_S.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
+            .update(lease_expiry=now)
+        )
+
+    return _atomic_retrying(using, body)
+
+
+def job_output(job_id: uuid.UUID) -> Any:
+    """The stored output of a job, or None (no such job, or no output); a read."""
+    _require_uuid("job_id", job_id)
+    return JobRecord.objects.using(_db()).filter(job_id=job_id).values_list("output", flat=True).first()
+
+
+def register_worker(
+    *, worker_id: str, hostname: str, pid: int, queues: Sequence[str], concurrency: int, now: datetime
+) -> None:
+    """Record a running worker process for the console."""
+    _require_worker_id(worker_id)
+    require_aware("now", now)
+    WorkerNode.objects.using(_db()).update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "hostname": hostname,
+            "pid": pid,
+            "queues": list(queues),
+            "concurrency": concurrency,
+            "started_at": now,
+            "last_seen_at": now,
+        },
+    )
+
+
+def touch_worker(worker_id: str, *, now: datetime) -> None:
+    """Refresh a worker's ``last_seen_at`` (on every heartbeat round)."""
+    require_aware("now", now)
+    WorkerNode.objects.using(_db()).filter(worker_id=worker_id).update(last_seen_at=now)
+
+
+def unregister_worker(worker_id: str) -> None:
+    WorkerNode.objects.using(_db()).filter(worker_id=worker_id).delete()
+
+
+def prune_workers(*, seen_before: datetime) -> int:
+    """Delete the rows of workers not seen since ``seen_before`` (crashed or killed processes)."""
+    require_aware("seen_before", seen_before)
+    deleted, _ = WorkerNode.objects.using(_db()).filter(last_seen_at__lt=seen_before).delete()
+    return deleted

@@ -6,7 +6,9 @@ defaulting to the local server with trust auth; pytest-django creates ``test_bac
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 
 SECRET_KEY = "backwave-tests-not-secret"
 USE_TZ = True
@@ -16,24 +18,33 @@ INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "backwave_django",
+    "tests.jobsapp",
 ]
+
+# Worker subprocesses started by the tests get their overrides as JSON in this variable.
+BACKWAVE = json.loads(os.environ.get("BACKWAVE_TEST_SETTINGS", "{}"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 DATABASE = os.environ.get("BACKWAVE_TEST_DB", "postgres")
 if DATABASE == "sqlite":
+    # A file, not :memory:, so that worker subprocesses can share the test database.
+    _sqlite_test_path = os.environ.get("BACKWAVE_SQLITE_PATH") or os.path.join(
+        tempfile.gettempdir(), f"backwave-test-{os.getpid()}.sqlite3"
+    )
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": os.environ.get("BACKWAVE_SQLITE_PATH", ":memory:"),
-            "OPTIONS": {"transaction_mode": "IMMEDIATE"},
-            "TEST": {"NAME": os.environ.get("BACKWAVE_SQLITE_PATH")},
+            "NAME": os.environ.get("BACKWAVE_DB_NAME") or _sqlite_test_path,
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+            "TEST": {"NAME": _sqlite_test_path},
         }
     }
 elif DATABASE == "postgres":
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": os.environ.get("PGDATABASE", "postgres"),
+            # A worker subprocess is pointed straight at the test database with BACKWAVE_DB_NAME.
+            "NAME": os.environ.get("BACKWAVE_DB_NAME") or os.environ.get("PGDATABASE", "postgres"),
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
             "USER": os.environ.get("PGUSER", "postgres"),
@@ -45,7 +56,7 @@ elif DATABASE == "mariadb":
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.mysql",
-            "NAME": "test",
+            "NAME": os.environ.get("BACKWAVE_DB_NAME") or "test",
             "HOST": os.environ.get("MYSQL_HOST", "127.0.0.1"),
             "PORT": os.environ.get("MYSQL_PORT", "3306"),
             "USER": os.environ.get("MYSQL_USER", "root"),

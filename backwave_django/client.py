@@ -1,0 +1,165 @@
+"""Enqueueing for application code: the real clock, the caller's transaction, clear errors.
+
+``send_invoice.enqueue("o-1")`` or ``send_invoice.using(queue="eu").enqueue("o-1")`` stores one
+job; ``enqueue_many([...prepare(...)])`` stores many in a few round trips per batch. Inside
+``transaction.atomic()`` the job commits or rolls back with the caller's writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic
+
+from django.utils import timezone
+
+from . import store
+from .conf import BackWaveSettings, get_settings
+from .core.encoding import json_size
+from .core.ids import job_id_for_key, uuid7
+from .core.outcomes import NewJob
+from .core.states import DependencyMode, EnqueueResult
+from .core.tags import Tag
+from .exceptions import EnqueueError
+from .registry import P, R
+
+if TYPE_CHECKING:
+    from .registry import JobDefinition
+
+#: How many jobs ``enqueue_many`` writes per transaction.
+ENQUEUE_MANY_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueReceipt:
+    """What an enqueue did: the job's id, and ``OK`` or ``DUPLICATE`` (the existing job was kept)."""
+
+    job_id: uuid.UUID
+    result: EnqueueResult
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedJob:
+    """A job ready to enqueue; its due time is fixed when it is enqueued (``run_after`` is relative)."""
+
+    definition: JobDefinition[Any, Any]
+    job_id: uuid.UUID
+    payload: dict[str, Any]
+    queue: str
+    run_after: timedelta | datetime | None
+    parents: tuple[uuid.UUID, ...]
+    mode: DependencyMode
+    tags: tuple[Tag, ...]
+
+    def new_job(self, now: datetime) -> NewJob:
+        run_after = self.run_after
+        if run_after is None:
+            due = now
+        elif isinstance(run_after, timedelta):
+            due = now + run_after
+        else:
+            due = run_after
+        return NewJob(
+            job_id=self.job_id,
+            wire_name=self.definition.wire_name,
+            payload=self.payload,
+            queue=self.queue,
+            due_time=due,
+            parents=self.parents,
+            mode=self.mode,
+            tags=(*self.definition.tags, *self.tags),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions(Generic[P, R]):
+    """A definition with per-enqueue options, from ``definition.using(...)``."""
+
+    definition: JobDefinition[P, R]
+    queue: str | None
+    run_after: timedelta | datetime | None
+    parents: tuple[uuid.UUID, ...]
+    mode: DependencyMode
+    tags: tuple[Tag, ...]
+    job_id: uuid.UUID | str | None
+
+    def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
+        """Encode the call and validate the options, without touching the database."""
+        definition = self.definition
+        payload = definition.encode(args, kwargs)
+        if self.run_after is not None and not isinstance(self.run_after, timedelta | datetime):
+            raise TypeError(f"run_after must be a timedelta or an aware datetime, got {self.run_after!r}")
+        if isinstance(self.run_after, datetime) and timezone.is_naive(self.run_after):
+            raise ValueError(
+                f"run_after must be timezone-aware, got the naive datetime {self.run_after.isoformat()}"
+            )
+        if isinstance(self.job_id, str):
+            job_id = job_id_for_key(definition.wire_name, self.job_id)
+        elif self.job_id is None:
+            job_id = uuid7()
+        elif isinstance(self.job_id, uuid.UUID):
+            job_id = self.job_id
+        else:
+            raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
+        prepared = PreparedJob(
+            definition=definition,
+            job_id=job_id,
+            payload=payload,
+            queue=self.queue or definition.queue,
+            run_after=self.run_after,
+            parents=self.parents,
+            mode=DependencyMode(self.mode),
+            tags=self.tags,
+        )
+        prepared.new_job(timezone.now())  # validates queue, parents, mode and tags now, not later
+        return prepared
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
+        """Store the job; raises ``EnqueueError`` for anything but ``OK`` and ``DUPLICATE``."""
+        return enqueue_many([self.prepare(*args, **kwargs)])[0]
+
+
+def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
+    """Store many jobs in batches (one transaction each, joining the caller's if there is one).
+
+    Every job is validated as ``enqueue`` would; the first refusal raises ``EnqueueError`` and, in
+    the batch where it happened, nothing is written. Receipts come back in input order.
+    """
+    jobs = list(prepared)
+    for index, item in enumerate(jobs):
+        if not isinstance(item, PreparedJob):
+            raise TypeError(f"enqueue_many takes prepared jobs (job.prepare(...)); item {index} is {item!r}")
+    settings = get_settings()
+    receipts: list[EnqueueReceipt] = []
+    for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
+        now = timezone.now()
+        batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
+        results = store.enqueue_many(batch, now=now)
+        for new_job, result in zip(batch, results, strict=True):
+            if result not in (EnqueueResult.OK, EnqueueResult.DUPLICATE):
+                raise EnqueueError(result, _refusal_message(new_job, result, settings))
+            receipts.append(EnqueueReceipt(job_id=new_job.job_id, result=result))
+    return receipts
+
+
+def _refusal_message(new_job: NewJob, result: EnqueueResult, settings: BackWaveSettings) -> str:
+    wire = new_job.wire_name
+    if result is EnqueueResult.PAYLOAD_TOO_LARGE:
+        return (
+            f"payload for wire name '{wire}' is {json_size(new_job.payload):,} bytes; MAX_PAYLOAD_BYTES is "
+            f"{settings.max_payload_bytes:,} — store a reference instead"
+        )
+    if result is EnqueueResult.WIRE_NAME_TOO_LONG:
+        return (
+            f"wire name '{wire[:40]}…' is {len(wire):,} characters; MAX_WIRE_NAME_LENGTH is "
+            f"{settings.max_wire_name_length:,} — choose a shorter wire name"
+        )
+    if result is EnqueueResult.TOO_MANY_PARENTS:
+        return (
+            f"job '{wire}' has {len(set(new_job.parents)):,} parents; MAX_PARENTS_PER_JOB is "
+            f"{settings.max_parents_per_job:,} — chain the work through fewer, wider parents"
+        )
+    missing = store.missing_jobs(new_job.parents)
+    return f"job '{wire}' names parent job(s) that do not exist: {', '.join(str(m) for m in missing)}"

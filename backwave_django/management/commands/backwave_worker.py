@@ -1,0 +1,137 @@
+"""``manage.py backwave_worker``: run a worker process (or, with ``--processes``, several)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...conf import get_settings
+from ...core.dispatch import Dispatch, StrictDispatch, WeightedDispatch, parse_weights
+from ...registry import definitions
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {value}")
+    return value
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a backwave_django worker: claim due jobs from the database, run their handlers, "
+        "record outcomes. Stops claiming on SIGTERM/SIGINT and waits for running jobs; a second "
+        "signal exits at once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queues",
+            help="Comma-separated queues to serve, in strict priority order "
+            "(default: every queue of a registered job, plus 'default').",
+        )
+        parser.add_argument(
+            "--weighted",
+            metavar="QUEUE=WEIGHT,...",
+            help="Serve queues by smooth weighted round-robin instead, e.g. a=6,b=3,c=1.",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            help="Execution slots (default: BACKWAVE['CONCURRENCY'], 20).",
+        )
+        parser.add_argument(
+            "--processes",
+            type=_positive_int,
+            default=1,
+            help="Run N worker processes under a supervisor that restarts a crashed child.",
+        )
+        parser.add_argument("--burst", action="store_true", help="Process everything due now, then exit 0.")
+        parser.add_argument("--max-jobs", type=_positive_int, help="Exit after N jobs (process recycling).")
+        parser.add_argument(
+            "--name", help="Worker name prefix; worker ids are {name or host}:{pid}:{random}."
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=_seconds,
+            default=30.0,
+            help="Seconds to wait for running jobs after SIGTERM/SIGINT; jobs still running then are "
+            "released by expiring their leases (default 30).",
+        )
+
+    def _dispatch(self, options: dict[str, Any]) -> Dispatch:
+        if options["queues"] and options["weighted"]:
+            raise CommandError("--queues and --weighted are alternatives; give one of them.")
+        try:
+            if options["weighted"]:
+                return WeightedDispatch(parse_weights(options["weighted"]))
+            if options["queues"]:
+                queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
+            else:
+                queues = sorted({d.queue for d in definitions().values()} | {"default"})
+            return StrictDispatch(queues)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...worker import Worker, WorkerOptions
+        from ...worker.supervisor import Supervisor, child_command
+
+        settings = get_settings()
+        dispatch = self._dispatch(options)
+        _configure_logging(options["verbosity"])
+        if options["processes"] > 1:
+            sys.exit(Supervisor(child_command(sys.orig_argv), options["processes"]).run())
+        worker = Worker(
+            WorkerOptions(
+                dispatch=dispatch,
+                concurrency=options["concurrency"] or settings.concurrency,
+                name=options["name"],
+                burst=options["burst"],
+                max_jobs=options["max_jobs"],
+                shutdown_timeout=options["shutdown_timeout"],
+            ),
+            settings,
+        )
+        worker.install_signal_handlers()
+        code = worker.run()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if worker.running:
+            # Handler threads still running after the shutdown timeout: their leases were
+            # released; do not wait for them at interpreter exit.
+            logging.shutdown()
+            import os
+
+            os._exit(code)
+        sys.exit(code)
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Show the worker's log lines when the project configured no handler for them."""
+    package_logger = logging.getLogger("backwave_django")
+    if verbosity >= 2:
+        package_logger.setLevel(logging.DEBUG)
+    elif package_logger.level == logging.NOTSET:
+        package_logger.setLevel(logging.INFO)
+    if not package_logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        package_logger.addHandler(handler)

@@ -1,0 +1,37 @@
+"""Operator actions on the real clock, for code, shells and the admin.
+
+Each is the store operation of the same name with ``now`` taken from the clock; the store writes
+the one ``OperatorAudit`` row for an action that acted. Editing a job's payload is deliberately
+not an action.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.utils import timezone
+
+from . import store
+from .core.states import CancelResult, RequeueResult
+
+
+def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
+    """Cancel a pending job now (cascading), or ask a running one to stop."""
+    return store.cancel_job(job_id, actor=actor, now=timezone.now())
+
+
+def requeue(job_id: uuid.UUID, *, actor: str) -> RequeueResult:
+    """Run a Dead-Lettered or Quarantined job again from attempt 0."""
+    return store.requeue(job_id, actor=actor, now=timezone.now())
+
+
+def pause_queue(queue: str, *, actor: str) -> None:
+    store.pause_queue(queue, actor=actor, now=timezone.now())
+
+
+def resume_queue(queue: str, *, actor: str) -> None:
+    store.resume_queue(queue, actor=actor, now=timezone.now())
+
+
+def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
+    store.set_concurrency_limit(queue, limit, actor=actor, now=timezone.now())

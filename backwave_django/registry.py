@@ -1,0 +1,310 @@
+"""Wire name → job definition: declaring jobs, encoding their payloads, routing claimed jobs.
+
+A job's identity in storage is its **wire name**, given explicitly to :func:`job`. Renaming the
+Python function never changes it; two definitions may never share it. The payload of a job
+enqueued through a definition is ``{"args": [...], "kwargs": {...}}``, checked at enqueue to
+bind to the function's signature and to survive a JSON round trip unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .core.encoding import json_bytes
+from .core.outcomes import validate_queue_name
+from .core.retry import Backoff, RetryPolicy
+from .core.states import DependencyMode
+from .core.tags import Tag, normalize_tags, tag_from_pair
+
+if TYPE_CHECKING:
+    import uuid
+
+    from .client import EnqueueReceipt, JobOptions, PreparedJob
+    from .context import JobContext
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+NO_HANDLER_CAUSE = "no handler registered for wire name '{wire_name}'"
+NO_LONGER_DECODES_CAUSE = "payload for wire name '{wire_name}' no longer decodes: {message}"
+
+_REGISTRY: dict[str, JobDefinition[Any, Any]] = {}
+
+
+class PayloadError(ValueError):
+    """A stored payload that does not decode or bind to its handler's signature any more."""
+
+
+@dataclass(frozen=True, eq=False)
+class JobDefinition(Generic[P, R]):
+    """What :func:`job` returns: the function plus how its jobs are stored, queued and retried."""
+
+    wire_name: str
+    func: Callable[..., Any]
+    queue: str
+    retry: RetryPolicy | None
+    tags: tuple[Tag, ...]
+    takes_context: bool
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The signature the payload binds to (without the context parameter)."""
+        signature = inspect.signature(self.func)
+        if self.takes_context:
+            parameters = list(signature.parameters.values())[1:]
+            signature = signature.replace(parameters=parameters)
+        return signature
+
+    # --- Enqueueing (see client.py) -----------------------------------------------------------
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        run_after: timedelta | datetime | None = None,
+        parents: Sequence[uuid.UUID] = (),
+        mode: DependencyMode = DependencyMode.ON_SUCCESS,
+        tags: Sequence[Tag] = (),
+        job_id: uuid.UUID | str | None = None,
+    ) -> JobOptions[P, R]:
+        """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``."""
+        from .client import JobOptions
+
+        return JobOptions(
+            definition=self,
+            queue=queue,
+            run_after=run_after,
+            parents=tuple(parents),
+            mode=mode,
+            tags=tuple(tags),
+            job_id=job_id,
+        )
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
+        """Store a job that calls this function with these arguments; see ``client.py``."""
+        return self.using().enqueue(*args, **kwargs)
+
+    def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
+        """A job ready for :func:`backwave_django.enqueue_many`."""
+        return self.using().prepare(*args, **kwargs)
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the handler inline (tests, shells); an ``async def`` handler is awaited to completion."""
+        if self.takes_context:
+            from .context import JobContext
+
+            args = (JobContext.detached(self.wire_name), *args)  # type: ignore[assignment]
+        result = self.func(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return asyncio.run(_await(result))  # type: ignore[no-any-return]
+        return result  # type: ignore[no-any-return]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.call(*args, **kwargs)
+
+    # --- The payload codec --------------------------------------------------------------------
+
+    def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The stored payload for a call, refusing arguments that do not bind or do not survive JSON."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.wire_name}: {exc}") from None
+        parameters = self.signature.parameters
+        for name, value in bound.arguments.items():
+            kind = parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                for index, item in enumerate(value):
+                    _require_round_trip(self.wire_name, f"{name}[{index}]", item)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                for key, item in value.items():
+                    _require_round_trip(self.wire_name, key, item)
+            else:
+                _require_round_trip(self.wire_name, name, value)
+        return {"args": list(args), "kwargs": dict(kwargs)}
+
+    def decode(self, payload: Any) -> tuple[list[Any], dict[str, Any]]:
+        """Arguments from a stored payload; ``PayloadError`` when it no longer fits the handler."""
+        if not isinstance(payload, dict) or set(payload) != {"args", "kwargs"}:
+            raise PayloadError(f"expected an object with 'args' and 'kwargs', got {_preview(payload)}")
+        args, kwargs = payload["args"], payload["kwargs"]
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise PayloadError("'args' must be a list and 'kwargs' an object")
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise PayloadError(str(exc)) from None
+        return args, kwargs
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _require_round_trip(wire_name: str, name: str, value: Any) -> None:
+    try:
+        restored = json.loads(json_bytes(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"argument {name!r} of job {wire_name!r} is not JSON-serializable ({exc}); "
+            "pass plain data (str, int, float, bool, None, list, dict) such as an id instead"
+        ) from None
+    if not _same_json(restored, value):
+        raise TypeError(
+            f"argument {name!r} of job {wire_name!r} does not survive a JSON round trip "
+            f"({type(value).__name__} comes back as {type(restored).__name__}); "
+            "pass plain data (str, int, float, bool, None, list, dict) instead"
+        )
+
+
+def _same_json(restored: Any, original: Any) -> bool:
+    if type(restored) is not type(original):
+        return False
+    if isinstance(original, dict):
+        return restored.keys() == original.keys() and all(
+            _same_json(restored[k], original[k]) for k in original
+        )
+    if isinstance(original, list):
+        return len(restored) == len(original) and all(
+            _same_json(a, b) for a, b in zip(restored, original, strict=True)
+        )
+    return bool(restored == original)
+
+
+# --- Declaring jobs ---------------------------------------------------------------------------
+
+
+@overload
+def job(
+    wire_name: str,
+    *,
+    queue: str = ...,
+    max_attempts: int | None = ...,
+    backoff: Backoff | None = ...,
+    tags: Sequence[Tag] = ...,
+    takes_context: Literal[False] = ...,
+) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
+@overload
+def job(
+    wire_name: str,
+    *,
+    queue: str = ...,
+    max_attempts: int | None = ...,
+    backoff: Backoff | None = ...,
+    tags: Sequence[Tag] = ...,
+    takes_context: Literal[True],
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobDefinition[P, R]]: ...
+def job(
+    wire_name: str,
+    *,
+    queue: str = "default",
+    max_attempts: int | None = None,
+    backoff: Backoff | None = None,
+    tags: Sequence[Tag] = (),
+    takes_context: bool = False,
+) -> Callable[[Callable[..., Any]], JobDefinition[Any, Any]]:
+    """Declare a job type: ``@job("send-invoice", queue="billing", max_attempts=5)``.
+
+    The wire name is mandatory and explicit; it is the job's identity in storage.
+    """
+    if callable(wire_name):
+        name = getattr(wire_name, "__qualname__", repr(wire_name))
+        raise ImproperlyConfigured(
+            f"@job needs an explicit wire name: write @job('some-name') above {name}. "
+            "Wire Names are mandatory and explicit."
+        )
+    if not isinstance(wire_name, str) or not wire_name.strip():
+        raise ImproperlyConfigured(
+            f"A job has an empty Wire Name ({wire_name!r}). Wire Names are mandatory and explicit."
+        )
+    validate_queue_name(queue)
+    retry = None
+    if max_attempts is not None or backoff is not None:
+        retry = RetryPolicy(max_attempts=10 if max_attempts is None else max_attempts, backoff=backoff)
+    default_tags = tuple(tag_from_pair(p) for p in normalize_tags(tags))
+
+    def register(func: Callable[..., Any]) -> JobDefinition[Any, Any]:
+        if not callable(func):
+            raise TypeError(f"@job({wire_name!r}) decorates a function, got {func!r}")
+        if takes_context and not inspect.signature(func).parameters:
+            raise ImproperlyConfigured(
+                f"Job {wire_name!r} has takes_context=True, so {func.__qualname__} "
+                "must take the context as its first parameter."
+            )
+        definition: JobDefinition[Any, Any] = JobDefinition(
+            wire_name=wire_name,
+            func=func,
+            queue=queue,
+            retry=retry,
+            tags=default_tags,
+            takes_context=takes_context,
+        )
+        existing = _REGISTRY.get(wire_name)
+        if existing is not None and _origin(existing.func) != _origin(func):
+            raise ImproperlyConfigured(
+                f"Duplicate Wire Name {wire_name!r}: {_origin(func)} and {_origin(existing.func)}. "
+                "Wire Names must be unique."
+            )
+        _REGISTRY[wire_name] = definition  # the same function imported again replaces itself
+        return definition
+
+    return register
+
+
+def _origin(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def get(wire_name: str) -> JobDefinition[Any, Any] | None:
+    return _REGISTRY.get(wire_name)
+
+
+def definitions() -> dict[str, JobDefinition[Any, Any]]:
+    """Every registered job, by wire name."""
+    return dict(_REGISTRY)
+
+
+def unregister(wire_name: str) -> None:
+    """Forget a definition (for tests that declare throwaway jobs)."""
+    _REGISTRY.pop(wire_name, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    definition: JobDefinition[Any, Any]
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NotRoutable:
+    reason: str
+
+
+def route(wire_name: str, payload: Any) -> Routed | NotRoutable:
+    """Find the handler for a claimed job and bind its payload, or say exactly why not."""
+    definition = _REGISTRY.get(wire_name)
+    if definition is None:
+        return NotRoutable(NO_HANDLER_CAUSE.format(wire_name=wire_name))
+    try:
+        args, kwargs = definition.decode(payload)
+    except PayloadError as exc:
+        return NotRoutable(NO_LONGER_DECODES_CAUSE.format(wire_name=wire_name, message=exc))
+    return Routed(definition, args, kwargs)

@@ -1,0 +1,64 @@
+"""Wake-up hints: PostgreSQL ``LISTEN`` on a dedicated connection.
+
+Hints are an optimisation only: they may be lost, duplicated or late, and correctness comes
+from polling. On other databases there is nothing to listen to and the worker simply polls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+
+from django.db import connections
+
+from .. import store
+
+logger = logging.getLogger("backwave_django.worker")
+
+RECONNECT_DELAY_SECONDS = 5.0
+
+
+class HintListener:
+    """Calls ``wake()`` whenever a hint names one of ``queues``; reconnects after any error."""
+
+    def __init__(self, *, using: str, queues: Collection[str], wake: Callable[[], None]) -> None:
+        self.using = using
+        self.queues = frozenset(queues)
+        self.wake = wake
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
+
+    @staticmethod
+    def available(using: str) -> bool:
+        return connections[using].vendor == "postgresql"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _run(self) -> None:
+        import psycopg
+
+        params = connections[self.using].get_connection_params()
+        for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
+            params.pop(key, None)
+        while not self.stopping.is_set():
+            try:
+                with psycopg.connect(**params, autocommit=True) as connection:
+                    connection.execute(f"LISTEN {store.HINT_CHANNEL}")
+                    logger.debug("Listening for wake-up hints on %s", store.HINT_CHANNEL)
+                    self.wake()  # anything enqueued while we were not listening
+                    while not self.stopping.is_set():
+                        for notice in connection.notifies(timeout=1.0):
+                            if notice.payload in self.queues:
+                                self.wake()
+            except Exception as exc:
+                if self.stopping.is_set():
+                    return
+                logger.warning(
+                    "Wake-up hint channel down (%s); reconnecting in %.0f s", exc, RECONNECT_DELAY_SECONDS
+                )
+                self.stopping.wait(RECONNECT_DELAY_SECONDS)

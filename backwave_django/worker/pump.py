@@ -1,0 +1,418 @@
+"""The worker process's main loop: claim → run → report, with heartbeats and maintenance.
+
+One thread (the pump) talks to the store; handlers run on the :class:`Executor`. The loop:
+
+1. write every finished attempt's outcome in one ``report_outcomes`` batch;
+2. renew the leases of running jobs every ``HEARTBEAT_INTERVAL`` (delivering cancel requests,
+   abandoning jobs whose lease was lost);
+3. run maintenance every ``MAINTENANCE_INTERVAL`` (expire leases, purge by retention, prune
+   stale worker rows);
+4. claim as many jobs as there are free slots, through the dispatch policy;
+5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
+   re-polls at once, so released dependents and freed slots are picked up promptly.
+
+Database faults are logged and retried with backoff; buffered outcomes are kept until they are
+written, and the lease fence makes a repeated write harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import secrets
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, close_old_connections, connections, router
+from django.utils import timezone
+
+from .. import store
+from ..conf import BackWaveSettings, get_settings
+from ..core.dispatch import Dispatch
+from ..core.outcomes import ClaimedJob, Failure, OutcomeReport, Success
+from ..core.states import OutcomeResult, TerminalStateClass
+from ..models import JobRecord
+from .execution import Executor, Finished, Running
+from .hints import HintListener
+
+logger = logging.getLogger("backwave_django.worker")
+
+#: Longest wait between retries of a failing database call.
+MAX_FAULT_BACKOFF_SECONDS = 30.0
+#: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
+STALE_WORKER_HEARTBEATS = 5
+#: Expiry sweeps and purges repeat while they come back full, up to this many batches per tick.
+MAX_MAINTENANCE_BATCHES = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerOptions:
+    dispatch: Dispatch
+    concurrency: int
+    name: str | None = None
+    burst: bool = False
+    max_jobs: int | None = None
+    shutdown_timeout: float = 30.0
+
+
+def make_worker_id(name: str | None) -> str:
+    """``{name or host}:{pid}:{random}``."""
+    return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions, settings: BackWaveSettings | None = None) -> None:
+        self.options = options
+        self.settings = settings or get_settings()
+        self.worker_id = make_worker_id(options.name)
+        self.using = router.db_for_write(JobRecord)
+        self.queues = options.dispatch.queues
+        self.running: dict[Any, Running] = {}
+        self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self.outbox: list[Finished] = []
+        self.wakeup = threading.Event()
+        self.stopping = False
+        self.stop_deadline: float | None = None
+        self.signals_received = 0
+        self.started_jobs = 0
+        self.completed_jobs = 0
+        self.fault_backoff = 0.0
+        self.next_heartbeat = 0.0
+        self.next_maintenance = 0.0
+        self.executor = Executor(
+            concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
+        )
+        self.hints: HintListener | None = None
+
+    # --- Lifecycle ----------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals_received += 1
+        if self.signals_received > 1:
+            logger.warning(
+                "Second signal: worker %s exits now, leaving %d job(s) to lease expiry",
+                self.worker_id,
+                len(self.running),
+            )
+            os._exit(1)
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        if not self.stopping:
+            self.stopping = True
+            self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+            logger.info(
+                "Worker %s stopping: no more claims; waiting up to %.0f s for %d running job(s)",
+                self.worker_id,
+                self.options.shutdown_timeout,
+                len(self.running),
+            )
+        self.wakeup.set()
+
+    def run(self) -> int:
+        """Run until stopped (signal, ``--burst`` drained, ``--max-jobs`` reached). Returns the exit code."""
+        self._start()
+        try:
+            while True:
+                self._drain_finished()
+                self._guarded(self._flush_outcomes)
+                now_mono = time.monotonic()
+                if now_mono >= self.next_heartbeat:
+                    self._guarded(self._heartbeat)
+                    self.next_heartbeat = now_mono + self.settings.heartbeat_interval.total_seconds()
+                if now_mono >= self.next_maintenance and not self.stopping:
+                    self._guarded(self._maintenance)
+                    self.next_maintenance = now_mono + self.settings.maintenance_interval.total_seconds()
+                claimed = 0
+                if not self.stopping:
+                    claimed = self._guarded(self._claim) or 0
+                if self._should_exit(claimed):
+                    break
+                if claimed or not self.finished.empty():
+                    continue
+                self._sleep()
+        finally:
+            self._stop()
+        return 0
+
+    def _start(self) -> None:
+        store.register_worker(
+            worker_id=self.worker_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(self.queues),
+            concurrency=self.options.concurrency,
+            now=timezone.now(),
+        )
+        self._apply_queue_settings()
+        if HintListener.available(self.using):
+            self.hints = HintListener(using=self.using, queues=self.queues, wake=self.wakeup.set)
+            self.hints.start()
+        logger.info(
+            "Worker %s started: queues %s, concurrency %d%s",
+            self.worker_id,
+            ",".join(self.queues),
+            self.options.concurrency,
+            " (burst)" if self.options.burst else "",
+        )
+
+    def _apply_queue_settings(self) -> None:
+        """``BACKWAVE["QUEUES"]`` limits win over the admin's; applied (and audited) when they differ."""
+        from ..models import QueueSettings
+
+        for queue_name, options in self.settings.queues.items():
+            if "concurrency_limit" not in options:
+                continue
+            limit = options["concurrency_limit"]
+            current = (
+                QueueSettings.objects.using(self.using)
+                .filter(queue=queue_name)
+                .values_list("concurrency_limit", flat=True)
+            )
+            if list(current) != [limit]:
+                store.set_concurrency_limit(queue_name, limit, actor="settings", now=timezone.now())
+
+    def _should_exit(self, claimed: int) -> bool:
+        idle = not self.running and not self.outbox and self.finished.empty()
+        if self.stopping:
+            if idle:
+                return True
+            if self.stop_deadline is not None and time.monotonic() >= self.stop_deadline:
+                self._release_running()
+                return True
+            return False
+        if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
+            self.request_stop()
+            return idle
+        return self.options.burst and claimed == 0 and idle and self.fault_backoff == 0
+
+    def _stop(self) -> None:
+        if self.hints is not None:
+            self.hints.stop()
+        self._drain_finished()
+        self._guarded(self._flush_outcomes)
+        try:
+            store.unregister_worker(self.worker_id)
+        except DatabaseError as exc:
+            logger.warning("Could not remove worker row %s: %s", self.worker_id, exc)
+        self.executor.shutdown()
+        logger.info(
+            "Worker %s stopped after %d job(s)%s",
+            self.worker_id,
+            self.completed_jobs,
+            f"; {len(self.running)} still running were released to lease expiry" if self.running else "",
+        )
+
+    def _release_running(self) -> None:
+        job_ids = [r.claimed.job_id for r in self.running.values()]
+        released = self._guarded(
+            lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=timezone.now())
+        )
+        logger.warning(
+            "Shutdown timeout: released %s lease(s) of job(s) still running; "
+            "the next expiry sweep retries them",
+            released,
+        )
+
+    # --- One pass -----------------------------------------------------------------------------
+
+    def _guarded(self, call: Any) -> Any:
+        """Run a store call; on a database fault log it, reconnect and back off instead of dying."""
+        try:
+            result = call()
+        except (DatabaseError, InterfaceError) as exc:
+            self.fault_backoff = min(max(self.fault_backoff * 2, 0.5), MAX_FAULT_BACKOFF_SECONDS)
+            logger.warning(
+                "Database fault (%s: %s); retrying in %.1f s", type(exc).__name__, exc, self.fault_backoff
+            )
+            connections[self.using].close()
+            self.wakeup.wait(self.fault_backoff)
+            self.wakeup.clear()
+            return None
+        self.fault_backoff = 0.0
+        return result
+
+    def _on_finished(self, finished: Finished) -> None:
+        self.finished.put(finished)
+        self.wakeup.set()
+
+    def _drain_finished(self) -> None:
+        while True:
+            try:
+                finished = self.finished.get_nowait()
+            except queue.Empty:
+                return
+            job_id = finished.running.claimed.job_id
+            if self.running.get(job_id) is not finished.running:
+                continue  # abandoned after its lease was lost: report nothing
+            del self.running[job_id]
+            self.completed_jobs += 1
+            self.outbox.append(finished)
+
+    def _flush_outcomes(self) -> None:
+        if not self.outbox:
+            return
+        batch = self.outbox
+        now = timezone.now()
+        reports = [
+            OutcomeReport(
+                job_id=f.running.claimed.job_id,
+                worker_id=self.worker_id,
+                attempt=f.running.claimed.attempt,
+                outcome=f.outcome,
+                failure_detail=f.failure_detail,
+                added_tags=f.running.context.added_tags,
+                output=f.output,
+            )
+            for f in batch
+        ]
+        results = store.report_outcomes(reports, now=now)
+        self.outbox = []
+        for finished, result in zip(batch, results, strict=True):
+            self._log_outcome(finished, result)
+
+    def _log_outcome(self, finished: Finished, result: OutcomeResult) -> None:
+        claimed = finished.running.claimed
+        outcome = finished.outcome
+        if result is OutcomeResult.STALE_LEASE:
+            logger.warning(
+                "Outcome of %s %s (attempt %d) was fenced off: the lease was lost",
+                claimed.wire_name,
+                claimed.job_id,
+                claimed.attempt,
+            )
+        elif isinstance(outcome, Failure) and outcome.next_due_time is None:
+            logger.error(
+                "Job %s %s dead-lettered on attempt %d: %s",
+                claimed.wire_name,
+                claimed.job_id,
+                claimed.attempt,
+                outcome.error,
+            )
+        elif isinstance(outcome, Failure):
+            logger.info(
+                "Job %s %s failed on attempt %d (%s); retry at %s",
+                claimed.wire_name,
+                claimed.job_id,
+                claimed.attempt,
+                outcome.error,
+                outcome.next_due_time.isoformat() if outcome.next_due_time else "-",
+            )
+        else:
+            logger.debug(
+                "Job %s %s attempt %d: %s",
+                claimed.wire_name,
+                claimed.job_id,
+                claimed.attempt,
+                "succeeded" if isinstance(outcome, Success) else type(outcome).__name__,
+            )
+
+    def _heartbeat(self) -> None:
+        now = timezone.now()
+        store.touch_worker(self.worker_id, now=now)
+        if not self.running:
+            return
+        results = store.heartbeat(
+            worker_id=self.worker_id,
+            job_ids=list(self.running),
+            lease_duration=self.settings.lease_duration,
+            now=now,
+        )
+        for beat in results:
+            running = self.running.get(beat.job_id)
+            if running is None:
+                continue
+            if not beat.renewed:
+                logger.warning(
+                    "Lease of %s %s lost; abandoning it (its result will not be reported)",
+                    running.claimed.wire_name,
+                    beat.job_id,
+                )
+                running.abandoned = True
+                del self.running[beat.job_id]
+                self.executor.cancel(running)
+            elif beat.cancel_requested and not running.context.cancel_requested:
+                logger.info("Cancel requested for %s %s", running.claimed.wire_name, beat.job_id)
+                self.executor.cancel(running)
+
+    def _maintenance(self) -> None:
+        now = timezone.now()
+        reclaimed = 0
+        for _ in range(MAX_MAINTENANCE_BATCHES):
+            swept = store.expire_leases(now=now, queues=list(self.queues), retry=self.settings.retry)
+            reclaimed += swept
+            if swept < 32:
+                break
+        if reclaimed:
+            logger.info("Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, reclaimed)
+        retention = (
+            (TerminalStateClass.SUCCEEDED_OR_CANCELLED, self.settings.retention_succeeded_or_cancelled),
+            (
+                TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED,
+                self.settings.retention_dead_lettered_or_quarantined,
+            ),
+        )
+        for state_class, keep in retention:
+            if keep is None:
+                continue
+            for _ in range(MAX_MAINTENANCE_BATCHES):
+                purged = store.purge_terminal(state_class, terminal_before=now - keep)
+                if purged < self.settings.max_purge_batch:
+                    break
+        stale = self.settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
+        store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
+
+    def _claim(self) -> int:
+        free = self.options.concurrency - len(self.running) - len(self.outbox)
+        if self.options.max_jobs is not None:
+            free = min(free, self.options.max_jobs - self.started_jobs)
+        if free <= 0:
+            return 0
+        claimed_total = 0
+        for batch in self.options.dispatch.plan(free):
+            now = timezone.now()
+            claimed = store.claim(
+                worker_id=self.worker_id,
+                queues=list(batch.queues),
+                max_jobs=batch.max_jobs,
+                lease_duration=self.settings.lease_duration,
+                now=now,
+            )
+            self.options.dispatch.issued(batch)
+            for job in claimed:
+                self._start_job(job, now)
+            claimed_total += len(claimed)
+            if not claimed:
+                break
+        return claimed_total
+
+    def _start_job(self, job: ClaimedJob, now: datetime) -> None:
+        from ..context import JobContext
+
+        context = JobContext(job_id=job.job_id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue)
+        running = Running(claimed=job, context=context, started=now)
+        self.running[job.job_id] = running
+        self.started_jobs += 1
+        logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
+        self.executor.start(running)
+
+    def _sleep(self) -> None:
+        timeout = self.settings.poll_interval.total_seconds()
+        now_mono = time.monotonic()
+        timeout = min(timeout, max(self.next_heartbeat - now_mono, 0.0))
+        if self.stop_deadline is not None:
+            timeout = min(timeout, max(self.stop_deadline - now_mono, 0.0))
+        self.wakeup.wait(timeout)
+        self.wakeup.clear()
+        close_old_connections()

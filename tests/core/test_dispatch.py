@@ -1,0 +1,58 @@
+import pytest
+
+from backwave_django.core.dispatch import ClaimBatch, StrictDispatch, WeightedDispatch, parse_weights
+from backwave_django.core.ids import job_id_for_key, uuid7
+
+
+def test_weighted_six_three_one_follows_the_smooth_sequence():
+    dispatch = WeightedDispatch([("a", 6), ("b", 3), ("c", 1)])
+    assert dispatch.sequence(10) == list("abaabacaba")
+
+
+def test_weighted_five_one_one_follows_the_smooth_sequence():
+    assert WeightedDispatch([("a", 5), ("b", 1), ("c", 1)]).sequence(7) == list("aabacaa")
+
+
+def test_weighted_plan_allocates_by_weight_with_the_others_as_fallback():
+    dispatch = WeightedDispatch([("a", 6), ("b", 3), ("c", 1)])
+    assert dispatch.plan(10) == [
+        ClaimBatch(("a", "b", "c"), 6),
+        ClaimBatch(("b", "a", "c"), 3),
+        ClaimBatch(("c", "a", "b"), 1),
+    ]
+
+
+def test_weighted_credit_advances_only_for_issued_batches():
+    dispatch = WeightedDispatch([("a", 1), ("b", 1)])
+    first = dispatch.plan(1)
+    assert first == dispatch.plan(1)  # planning alone changes nothing
+    dispatch.issued(first[0])
+    assert dispatch.plan(1)[0].queues[0] == "b"
+
+
+@pytest.mark.parametrize("weights", [[], [("a", 0)], [("a", 1), ("b", -2)]])
+def test_weighted_refuses_bad_weights(weights):
+    with pytest.raises(ValueError, match=r"at least one queue, all weights >= 1\."):
+        WeightedDispatch(weights)
+
+
+def test_strict_plans_one_batch_over_all_queues_in_order():
+    assert StrictDispatch(["a", "b", "a"]).plan(5) == [ClaimBatch(("a", "b"), 5)]
+    assert StrictDispatch(["a"]).plan(0) == []
+
+
+def test_parse_weights():
+    assert parse_weights("a=6, b=3,c=1") == [("a", 6), ("b", 3), ("c", 1)]
+    with pytest.raises(ValueError, match="expected queue=weight"):
+        parse_weights("a=6,b")
+
+
+def test_uuid7_is_version_7_and_time_ordered():
+    ids = [uuid7() for _ in range(50)]
+    assert {i.version for i in ids} == {7}
+    assert [i.int >> 80 for i in ids] == sorted(i.int >> 80 for i in ids)
+
+
+def test_job_keys_give_stable_ids_per_wire_name():
+    assert job_id_for_key("w", "order-42") == job_id_for_key("w", "order-42")
+    assert job_id_for_key("w", "order-42") != job_id_for_key("other", "order-42")

@@ -1,0 +1,96 @@
+"""Real worker subprocesses against the test database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Fast clocks so leases, heartbeats and sweeps happen within a test's patience.
+FAST = {
+    "LEASE_DURATION": 3,
+    "HEARTBEAT_INTERVAL": 0.5,
+    "POLL_INTERVAL": 0.2,
+    "MAINTENANCE_INTERVAL": 0.5,
+    "RETRY": {"MAX_ATTEMPTS": 5, "BACKOFF": [0]},
+}
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Workers:
+    """Starts worker subprocesses and makes sure none outlives the test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.processes: list[subprocess.Popen[str]] = []
+        self.settings = dict(FAST)
+
+    def env(self, **overrides: Any) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PYTHONPATH": str(ROOT),
+            "BACKWAVE_TEST_DB": {"postgresql": "postgres", "mysql": "mariadb"}.get(
+                connection.vendor, connection.vendor
+            ),
+            "BACKWAVE_DB_NAME": str(connection.settings_dict["NAME"]),
+            "BACKWAVE_TEST_SETTINGS": json.dumps({**self.settings, **overrides}),
+        }
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "django", "backwave_worker", *args]
+
+    def run(self, *args: str, timeout: float = 60.0, **settings: Any) -> subprocess.CompletedProcess[str]:
+        """Run a worker to completion (``--burst``, ``--max-jobs``)."""
+        return subprocess.run(
+            self.command(*args),
+            env=self.env(**settings),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def start(self, *args: str, **settings: Any) -> subprocess.Popen[str]:
+        log = (self.tmp_path / f"worker-{len(self.processes)}.log").open("w")
+        process = subprocess.Popen(
+            self.command(*args), env=self.env(**settings), stdout=log, stderr=subprocess.STDOUT, text=True
+        )
+        self.processes.append(process)
+        return process
+
+    def log(self, index: int = 0) -> str:
+        return (self.tmp_path / f"worker-{index}.log").read_text()
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait(10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(tmp_path)
+    yield pool
+    pool.stop_all()
