@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, close_old_connections, connections, router
+from django.db import DatabaseError, InterfaceError, connections, router
 from django.utils import timezone
 
 from .. import store
@@ -46,6 +46,8 @@ logger = logging.getLogger("backwave_django.worker")
 
 #: Longest wait between retries of a failing database call.
 MAX_FAULT_BACKOFF_SECONDS = 30.0
+#: The longest a finished job's outcome waits in the buffer for others to share its write.
+OUTCOME_LINGER_SECONDS = 0.005
 #: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
 STALE_WORKER_HEARTBEATS = 5
 #: Expiry sweeps and purges repeat while they come back full, up to this many batches per tick.
@@ -77,6 +79,7 @@ class Worker:
         self.running: dict[Any, Running] = {}
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.outbox: list[Finished] = []
+        self.outbox_since = 0.0
         self.wakeup = threading.Event()
         self.stopping = False
         self.stop_deadline: float | None = None
@@ -126,7 +129,8 @@ class Worker:
         try:
             while True:
                 self._drain_finished()
-                self._guarded(self._flush_outcomes)
+                if self._flush_due():
+                    self._guarded(self._flush_outcomes)
                 now_mono = time.monotonic()
                 if now_mono >= self.next_heartbeat:
                     self._guarded(self._heartbeat)
@@ -135,7 +139,7 @@ class Worker:
                     self._guarded(self._maintenance)
                     self.next_maintenance = now_mono + self.settings.maintenance_interval.total_seconds()
                 claimed = 0
-                if not self.stopping:
+                if not self.stopping and self._claim_due():
                     claimed = self._guarded(self._claim) or 0
                 if self._should_exit(claimed):
                     break
@@ -243,6 +247,28 @@ class Worker:
         self.fault_backoff = 0.0
         return result
 
+    # --- Batching ------------------------------------------------------------------------------
+    #
+    # Writing outcomes and claiming both cost a transaction, whatever the batch size, so the pump
+    # batches them (like Nagle's algorithm): it flushes when nothing is left running, when half a
+    # batch has finished, or when the oldest buffered outcome has waited OUTCOME_LINGER; it claims
+    # when half a batch of slots is free or nothing is running. A lone job is never delayed.
+
+    @property
+    def _batch(self) -> int:
+        return max(1, min(self.options.concurrency, self.settings.max_claim_batch) // 2)
+
+    def _flush_due(self) -> bool:
+        if not self.outbox:
+            return False
+        if not self.running or self.stopping or len(self.outbox) >= self._batch:
+            return True
+        return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
+
+    def _claim_due(self) -> bool:
+        free = self.options.concurrency - len(self.running) - len(self.outbox)
+        return free > 0 and (not self.running or free >= self._batch)
+
     def _on_finished(self, finished: Finished) -> None:
         self.finished.put(finished)
         self.wakeup.set()
@@ -258,6 +284,8 @@ class Worker:
                 continue  # abandoned after its lease was lost: report nothing
             del self.running[job_id]
             self.completed_jobs += 1
+            if not self.outbox:
+                self.outbox_since = time.monotonic()
             self.outbox.append(finished)
 
     def _flush_outcomes(self) -> None:
@@ -413,6 +441,7 @@ class Worker:
         timeout = min(timeout, max(self.next_heartbeat - now_mono, 0.0))
         if self.stop_deadline is not None:
             timeout = min(timeout, max(self.stop_deadline - now_mono, 0.0))
+        if self.outbox:
+            timeout = min(timeout, max(self.outbox_since + OUTCOME_LINGER_SECONDS - now_mono, 0.0))
         self.wakeup.wait(timeout)
         self.wakeup.clear()
-        close_old_connections()
