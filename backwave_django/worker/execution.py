@@ -24,7 +24,7 @@ from ..context import JobCancelled, JobContext
 from ..core.encoding import json_size
 from ..core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, Success, Unroutable
 from ..exceptions import OutputTooLarge
-from ..registry import NotRoutable, Routed, route
+from ..registry import NotRoutable, Routed, get, route
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -147,8 +147,6 @@ class Executor:
 
     def _failure(self, running: Running, exc: BaseException) -> Finished:
         claimed = running.claimed
-        from ..registry import get
-
         definition = get(claimed.wire_name)
         policy = (
             definition.retry

@@ -35,10 +35,11 @@ from django.utils import timezone
 
 from .. import store
 from ..conf import BackWaveSettings, get_settings
+from ..context import JobContext
 from ..core.dispatch import Dispatch
 from ..core.outcomes import ClaimedJob, Failure, OutcomeReport, Success
 from ..core.states import OutcomeResult, TerminalStateClass
-from ..models import JobRecord
+from ..models import JobRecord, QueueSettings
 from .execution import Executor, Finished, Running
 from .hints import HintListener
 
@@ -173,8 +174,6 @@ class Worker:
 
     def _apply_queue_settings(self) -> None:
         """``BACKWAVE["QUEUES"]`` limits win over the admin's; applied (and audited) when they differ."""
-        from ..models import QueueSettings
-
         for queue_name, options in self.settings.queues.items():
             if "concurrency_limit" not in options:
                 continue
@@ -426,8 +425,6 @@ class Worker:
         return claimed_total
 
     def _start_job(self, job: ClaimedJob, now: datetime) -> None:
-        from ..context import JobContext
-
         context = JobContext(job_id=job.job_id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue)
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running

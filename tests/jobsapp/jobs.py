@@ -81,3 +81,8 @@ def weighted_a(path: str) -> None:
 @job("test.weighted-b", queue="wb")
 def weighted_b(path: str) -> None:
     _mark(path, "wb")
+
+
+@job("test.set-output", max_attempts=1)
+def set_output() -> object:
+    return {1, 2}

@@ -96,6 +96,14 @@ def test_oversized_output_is_a_failure_never_truncated(workers):
     assert "70,002 bytes; MAX_OUTPUT_BYTES is 65,536" in str(record.terminal_cause)
 
 
+def test_a_non_json_return_value_is_a_failure_that_says_so(workers):
+    job_id = jobs.set_output.enqueue().job_id
+    assert workers.run("--burst", "--queues", "default").returncode == 0
+    record = _record(job_id)
+    assert record.state == JobState.DEAD_LETTERED
+    assert f"output of job {job_id} is not JSON-serializable" in str(record.terminal_cause)
+
+
 def test_unknown_wire_names_and_changed_signatures_are_quarantined(workers):
     now = timezone.now()
     unknown, changed = uuid.uuid4(), uuid.uuid4()
