@@ -6,6 +6,7 @@
 #   make test-django52  the same suite in .venv-dj52: Python 3.11, Django 5.2 LTS
 #   make lint           ruff check and mypy
 #   make demo           a walk through the job store on a temporary SQLite database
+#   make bench          the benchmark harness on PostgreSQL (ARGS=--quick for a short run); see docs/performance.md
 #   make clean          remove the virtualenvs and caches
 
 SHELL := /bin/bash
@@ -63,14 +64,22 @@ test-django52: venv-dj52
 # Formatting is not enforced; `ruff check` and strict mypy are. Both run even when the first fails.
 lint: venv
 	@status=0; \
-	echo "$(VENV)/bin/ruff check backwave_django tests"; \
-	$(VENV)/bin/ruff check backwave_django tests || status=1; \
-	echo "$(VENV)/bin/mypy backwave_django tests"; \
-	$(VENV)/bin/mypy backwave_django tests || status=1; \
+	echo "$(VENV)/bin/ruff check backwave_django tests benchmarks"; \
+	$(VENV)/bin/ruff check backwave_django tests benchmarks || status=1; \
+	echo "$(VENV)/bin/mypy backwave_django tests benchmarks"; \
+	$(VENV)/bin/mypy backwave_django tests benchmarks || status=1; \
 	exit $$status
 
 demo: venv
 	$(VENV)/bin/python scripts/demo_store.py
+
+# The benchmark harness: creates its own scratch database (backwave_bench), prints a Markdown table
+# and writes benchmarks/results/latest.json. Pass options with ARGS, e.g. ARGS="--quick" or
+# ARGS="--only processing,latency --n 5000".
+ARGS ?=
+.PHONY: bench
+bench: venv
+	$(VENV)/bin/python -m benchmarks.run $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_DJ52) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist

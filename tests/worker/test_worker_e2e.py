@@ -257,6 +257,15 @@ def test_the_supervisor_restarts_a_killed_child(workers):
     assert supervisor.wait(30) == 0
 
 
+def test_burst_with_processes_exits_once_every_child_has_drained(workers):
+    for i in range(30):
+        jobs.echo.enqueue(i)
+    result = workers.run("--burst", "--queues", "default", "--processes", "2")
+    assert result.returncode == 0, result.stderr
+    assert JobRecord.objects.filter(state=JobState.SUCCEEDED).count() == 30
+    assert "starting a fresh one" not in result.stderr
+
+
 @pytest.mark.postgres
 def test_a_hint_wakes_an_idle_worker_long_before_its_poll_interval(workers):
     worker = workers.start(

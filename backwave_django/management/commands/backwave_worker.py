@@ -98,7 +98,10 @@ class Command(BaseCommand):
         dispatch = self._dispatch(options)
         _configure_logging(options["verbosity"])
         if options["processes"] > 1:
-            sys.exit(Supervisor(child_command(sys.orig_argv), options["processes"]).run())
+            supervisor = Supervisor(
+                child_command(sys.orig_argv), options["processes"], restart_clean_exits=not options["burst"]
+            )
+            sys.exit(supervisor.run())
         worker = Worker(
             WorkerOptions(
                 dispatch=dispatch,

@@ -1,0 +1,268 @@
+"""Plumbing for the measurements: the scratch database, worker subprocesses, polling, RSS.
+
+Every process the harness starts is registered in :class:`Processes` and stopped in
+:meth:`Processes.stop_all`, which ``run.py`` calls on the way out whatever happened (an error,
+Ctrl-C, SIGTERM). Worker subprocesses get a session of their own, so a supervisor and its children
+can be killed together by process group if SIGTERM is not enough.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import psycopg
+from psycopg import sql
+
+from . import raw
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+LOG_DIR = RESULTS_DIR / "logs"
+#: The tables a reset empties (jobs and everything hanging off them, and the worker rows).
+JOB_TABLES = (
+    "backwave_django_jobtransition",
+    "backwave_django_jobtag",
+    "backwave_django_jobdependency",
+    "backwave_django_jobrecord",
+    "backwave_django_workernode",
+    "backwave_django_queuesettings",
+)
+POLL_SECONDS = 0.02
+
+
+def conninfo(dbname: str) -> dict[str, Any]:
+    return {
+        "host": os.environ.get("PGHOST", "127.0.0.1"),
+        "port": os.environ.get("PGPORT", "5432"),
+        "user": os.environ.get("PGUSER", "postgres"),
+        "password": os.environ.get("PGPASSWORD", ""),
+        "dbname": dbname,
+    }
+
+
+def connect(dbname: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(**conninfo(dbname), autocommit=True)
+
+
+def recreate_database(name: str) -> None:
+    """DROP and CREATE the scratch database, refusing if anyone else is connected to it."""
+    with connect("postgres") as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [name]
+        ).fetchone()
+        others = row[0] if row else 0
+        if others:
+            raise SystemExit(
+                f"Database {name!r} has {others} other connection(s): something else is using it, so the "
+                f"harness will not drop it. Stop that, or give the harness another scratch database "
+                f"with --db NAME (or BACKWAVE_BENCH_DB=NAME)."
+            )
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def set_database_option(name: str, option: str, value: str) -> None:
+    """``ALTER DATABASE name SET option = value``: new sessions on the scratch database only."""
+    with connect("postgres") as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                sql.Identifier(name), sql.Identifier(option), sql.Literal(value)
+            )
+        )
+
+
+def drop_database(name: str) -> None:
+    with connect("postgres") as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def reset_tables(conn: psycopg.Connection[Any]) -> None:
+    """Empty the job tables and settle the database: a checkpoint, so no measurement pays for the
+    previous one's dirty pages."""
+    conn.execute(
+        sql.SQL("TRUNCATE {} RESTART IDENTITY").format(sql.SQL(", ").join(map(sql.Identifier, JOB_TABLES)))
+    )
+    conn.execute("CHECKPOINT")
+
+
+def settle(conn: psycopg.Connection[Any], *, vacuum: bool = False) -> None:
+    """Fresh planner statistics for the job table, then a checkpoint."""
+    conn.execute(f"{'VACUUM ' if vacuum else ''}ANALYZE {raw.JOB_TABLE}")
+    conn.execute("CHECKPOINT")
+
+
+def scalar(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return row[0] if row else None
+
+
+def max_sequence(conn: psycopg.Connection[Any]) -> int:
+    return int(scalar(conn, f"SELECT coalesce(max(sequence), 0) FROM {raw.JOB_TABLE}"))
+
+
+def succeeded_since(conn: psycopg.Connection[Any], after_sequence: int) -> int:
+    """Succeeded jobs with ``sequence > after_sequence``: the jobs of the current measurement only
+    (a range scan of the primary key, so its cost does not grow with retained rows)."""
+    return int(
+        scalar(
+            conn,
+            f"SELECT count(*) FROM {raw.JOB_TABLE} WHERE sequence > %s AND state = 3",
+            [after_sequence],
+        )
+    )
+
+
+def wait_until(
+    probe: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float = POLL_SECONDS,
+    alive: Callable[[], bool] | None = None,
+) -> float:
+    """Poll ``probe`` every ``interval`` seconds; return ``perf_counter()`` when it first holds.
+
+    Raises ``TimeoutError`` after ``timeout`` s, or ``RuntimeError`` if ``alive`` reports that the
+    process doing the work is gone while the probe still fails.
+    """
+    deadline = time.perf_counter() + timeout
+    while True:
+        if probe():
+            return time.perf_counter()
+        if alive is not None and not alive():
+            if probe():
+                return time.perf_counter()
+            raise RuntimeError("the process doing the work exited before it was done")
+        if time.perf_counter() >= deadline:
+            raise TimeoutError(f"not done after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def rss_kb(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in kB, from /proc/<pid>/status."""
+    values: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0])
+    return values
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least ``fraction`` of the values at or
+    below it (p99 of 200 samples is the 198th smallest)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, -(-len(sorted_values) * fraction // 1))
+    return sorted_values[int(rank) - 1]
+
+
+def _worker_group_members(pgid: int) -> list[int]:
+    """Live ``backwave_worker`` processes in process group ``pgid`` (children a supervisor left)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) != pgid:  # fields: state, ppid, pgrp, ...
+                continue
+            if b"backwave_worker" in (entry / "cmdline").read_bytes():
+                members.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return members
+
+
+class Processes:
+    """Every subprocess the harness starts, and the means to stop them all."""
+
+    def __init__(self, dbname: str) -> None:
+        self.dbname = dbname
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.spawned: list[multiprocessing.process.BaseProcess] = []
+        self._logs: list[TextIO] = []
+        self._mp = multiprocessing.get_context("spawn")  # no fork of a process holding connections
+
+    def worker_env(self) -> dict[str, str]:
+        pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        return {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
+            "PYTHONPATH": pythonpath,
+            "BACKWAVE_BENCH_DB": self.dbname,
+            "BACKWAVE_BENCH_LOG_LEVEL": "INFO",
+        }
+
+    def start_worker(self, args: Sequence[str], log_name: str) -> subprocess.Popen[bytes]:
+        """``python -m django backwave_worker ARGS``, its output in results/logs/{log_name}.log."""
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        log = (LOG_DIR / f"{log_name}.log").open("w")
+        self._logs.append(log)
+        command = [sys.executable, "-m", "django", "backwave_worker", *args]
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.worker_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.workers.append(process)
+        return process
+
+    @staticmethod
+    def log_text(log_name: str) -> str:
+        path = LOG_DIR / f"{log_name}.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop_worker(self, process: subprocess.Popen[bytes], timeout: float = 20.0) -> int | None:
+        """SIGTERM (a graceful drain), then SIGKILL to its whole process group. Returns the exit code."""
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout)
+        if process.poll() is None:
+            # Not reaped yet, so the group id is still ours: the supervisor and its children.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        # A supervisor that went first may have left children behind in its group.
+        for pid in _worker_group_members(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return process.returncode
+
+    def spawn(self, target: Callable[..., None], *args: Any) -> multiprocessing.process.BaseProcess:
+        process = self._mp.Process(target=target, args=args, daemon=True)
+        process.start()
+        self.spawned.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for worker in self.workers:
+            self.stop_worker(worker, timeout=10.0)
+        for process in self.spawned:
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()

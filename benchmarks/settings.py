@@ -1,0 +1,55 @@
+"""Settings for the benchmark harness and the worker processes it starts.
+
+The database is the harness's scratch database (``backwave_bench`` unless ``BACKWAVE_BENCH_DB``
+names another); PostgreSQL is reached through the usual libpq variables, defaulting to the local
+server with trust auth, like the test settings.
+"""
+
+from __future__ import annotations
+
+import os
+
+SECRET_KEY = "backwave-bench-not-secret"
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEBUG = False  # DEBUG=True keeps every query in memory: it would distort the RSS measurement
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "backwave_django",
+    "benchmarks",
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("BACKWAVE_BENCH_DB", "backwave_bench"),
+        "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+        "PORT": os.environ.get("PGPORT", "5432"),
+        "USER": os.environ.get("PGUSER", "postgres"),
+        "PASSWORD": os.environ.get("PGPASSWORD", ""),
+    }
+}
+
+BACKWAVE = {
+    # Nothing is purged mid-run: the harness reads every job's timestamps after the fact, and the
+    # scale run needs its million retained rows to stay put.
+    "RETENTION": {"SUCCEEDED_OR_CANCELLED": None, "DEAD_LETTERED_OR_QUARANTINED": None},
+    # The fan-in measurement enqueues one child of 1,000 parents (the default limit is 16).
+    "MAX_PARENTS_PER_JOB": 1000,
+}
+
+# Quiet by default. The harness raises the worker subprocesses to INFO (one line per worker start
+# and stop, and the supervisor's restarts) and sends their output to benchmarks/results/logs/.
+_LEVEL = os.environ.get("BACKWAVE_BENCH_LOG_LEVEL", "WARNING")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "backwave_django": {"handlers": ["stderr"], "level": _LEVEL, "propagate": False},
+        "django": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+    },
+}
