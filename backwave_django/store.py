@@ -1213,8 +1213,9 @@ WITH picked AS (
     INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, 2, attempt, NULL, %(worker)s FROM leased WHERE %(history)s
 ), trimmed AS (
-    DELETE FROM {transitions} AS t USING leased
-    WHERE %(history)s AND t.job_id = leased.sequence AND t.ordinal <= leased.ordinal - %(cap)s
+    DELETE FROM {transitions} AS t
+    USING (SELECT sequence, ordinal FROM leased WHERE ordinal >= %(cap)s) AS l
+    WHERE %(history)s AND t.job_id = l.sequence AND t.ordinal <= l.ordinal - %(cap)s
 )
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {tags} AS t
@@ -1267,12 +1268,19 @@ def _json(value: Any) -> Any:
 
 
 _PG_REPORT = """
-WITH input (job_id, worker_id, attempt, state, due_time, cause, output, detail, clear_cancel) AS (
-    VALUES {values}
-), fenced AS (
-    SELECT j.sequence, i.* FROM {jobs} AS j JOIN input AS i ON i.job_id = j.job_id
-    WHERE j.state = 2 AND j.lease_owner = i.worker_id AND j.attempt = i.attempt
-      AND j.lease_expiry > %(now)s
+WITH input AS (
+    SELECT * FROM unnest(
+        %(jobs)s::uuid[], %(workers)s::text[], %(attempts)s::int[], %(states)s::smallint[],
+        %(dues)s::timestamptz[], %(causes)s::text[], %(outputs)s::jsonb[], %(details)s::text[],
+        %(clears)s::bool[]
+    ) AS i (job_id, worker_id, attempt, state, due_time, cause, output, detail, clear_cancel)
+), locked AS (
+    -- Lock the reported rows by job_id (the unique index) in sequence order, and judge the fence
+    -- on the locked, current row version: Leased, same owner and attempt, lease still live.
+    SELECT j.sequence, i.*,
+           (j.state = 2 AND j.lease_owner = i.worker_id AND j.attempt = i.attempt
+            AND j.lease_expiry > %(now)s) AS fenced_in
+    FROM {jobs} AS j JOIN input AS i ON i.job_id = j.job_id
     ORDER BY j.sequence
     FOR UPDATE OF j
 ), applied AS (
@@ -1286,13 +1294,15 @@ WITH input (job_id, worker_id, attempt, state, due_time, cause, output, detail, 
         output = CASE WHEN f.state = 3 THEN f.output ELSE j.output END,
         cancel_requested = j.cancel_requested AND NOT f.clear_cancel,
         next_ordinal = j.next_ordinal + 1
-    FROM fenced AS f WHERE j.sequence = f.sequence
+    FROM locked AS f
+    WHERE j.sequence = f.sequence AND f.fenced_in
     RETURNING j.sequence, j.job_id, j.state, j.attempt, j.next_ordinal - 1 AS ordinal, f.detail, f.worker_id
 ), logged AS (
     INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, state, attempt, detail, worker_id FROM applied WHERE %(history)s
 ), trimmed AS (
-    DELETE FROM {transitions} AS t USING applied AS a
+    DELETE FROM {transitions} AS t
+    USING (SELECT sequence, ordinal FROM applied WHERE ordinal >= %(cap)s) AS a
     WHERE %(history)s AND t.job_id = a.sequence AND t.ordinal <= a.ordinal - %(cap)s
 ){tagging}
 SELECT a.job_id, a.sequence, a.state,
@@ -1303,7 +1313,9 @@ FROM applied AS a
 _PG_REPORT_TAGS = """, tagged AS (
     INSERT INTO {tags} (job_id, key, value)
     SELECT a.sequence, x.key, x.value
-    FROM applied AS a JOIN (VALUES {tag_values}) AS x (job_id, key, value) ON x.job_id = a.job_id
+    FROM applied AS a
+    JOIN unnest(%(tag_jobs)s::uuid[], %(tag_keys)s::text[], %(tag_values)s::text[]) AS x (job_id, key, value)
+      ON x.job_id = a.job_id
     ON CONFLICT (job_id, key, value) DO NOTHING
 )"""
 
@@ -1311,38 +1323,48 @@ _PG_REPORT_TAGS = """, tagged AS (
 def _pg_report(
     using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
 ) -> list[OutcomeResult]:
-    params: dict[str, Any] = {  # every value is a plain database parameter
-        "now": now,
-        "history": settings.history is not HistoryPolicy.OFF,
-        "cap": settings.max_transitions_per_job,
-    }
-    values: list[str] = []
-    tag_values: list[str] = []
     keep_detail = settings.history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
-    for i, report in enumerate(reports):
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "jobs",
+            "workers",
+            "attempts",
+            "states",
+            "dues",
+            "causes",
+            "outputs",
+            "details",
+            "clears",
+        )
+    }
+    tags: dict[str, list[Any]] = {"tag_jobs": [], "tag_keys": [], "tag_values": []}
+    for report in reports:
         state, due, cause, clear = _outcome_columns(report)
         detail = None
         if isinstance(report.outcome, Failure) and keep_detail and report.failure_detail is not None:
             detail = truncate_utf8(report.failure_detail, settings.max_failure_detail_bytes)
         output = json.dumps(report.output) if state == _S.SUCCEEDED and report.output is not None else None
-        row = {
-            "job": report.job_id,
-            "worker": report.worker_id,
-            "attempt": report.attempt,
-            "state": int(state),
-        }
-        row.update(due=due, cause=cause, output=output, detail=detail, clear=clear)
-        params.update({f"{name}{i}": value for name, value in row.items()})
-        values.append(
-            f"(%(job{i})s::uuid, %(worker{i})s, %(attempt{i})s::int, %(state{i})s::smallint, "
-            f"%(due{i})s::timestamptz, %(cause{i})s, %(output{i})s::jsonb, %(detail{i})s, %(clear{i})s::bool)"
-        )
-        for k, (key, value) in enumerate(normalize_tags(report.added_tags)):
-            params.update({f"tj{i}_{k}": report.job_id, f"tk{i}_{k}": key, f"tv{i}_{k}": value})
-            tag_values.append(f"(%(tj{i}_{k})s::uuid, %(tk{i}_{k})s, %(tv{i}_{k})s)")
+        for name, value in zip(
+            columns,
+            (report.job_id, report.worker_id, report.attempt, int(state), due, cause, output, detail, clear),
+            strict=True,
+        ):
+            columns[name].append(value)
+        for key, value in normalize_tags(report.added_tags):
+            tags["tag_jobs"].append(report.job_id)
+            tags["tag_keys"].append(key)
+            tags["tag_values"].append(value)
     tables = _tables()
-    tagging = _PG_REPORT_TAGS.format(tag_values=", ".join(tag_values), **tables) if tag_values else ""
-    sql = _PG_REPORT.format(values=", ".join(values), tagging=tagging, **tables)
+    tagging = _PG_REPORT_TAGS.format(**tables) if tags["tag_jobs"] else ""
+    sql = _PG_REPORT.format(tagging=tagging, **tables)
+    params: dict[str, Any] = {
+        "now": now,
+        "history": settings.history is not HistoryPolicy.OFF,
+        "cap": settings.max_transitions_per_job,
+        **columns,
+        **(tags if tags["tag_jobs"] else {}),
+    }
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

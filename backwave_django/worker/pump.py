@@ -49,6 +49,8 @@ logger = logging.getLogger("backwave_django.worker")
 MAX_FAULT_BACKOFF_SECONDS = 30.0
 #: The longest a finished job's outcome waits in the buffer for others to share its write.
 OUTCOME_LINGER_SECONDS = 0.005
+#: How long free slots short of a good batch wait before they are claimed anyway.
+CLAIM_LINGER_SECONDS = 0.020
 #: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
 STALE_WORKER_HEARTBEATS = 5
 #: Expiry sweeps and purges repeat while they come back full, up to this many batches per tick.
@@ -81,6 +83,9 @@ class Worker:
         self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self.outbox: list[Finished] = []
         self.outbox_since = 0.0
+        self.last_claim_at = 0.0
+        self.last_claim_empty = False
+        self.hinted = False
         self.wakeup = threading.Event()
         self.stopping = False
         self.stop_deadline: float | None = None
@@ -162,7 +167,7 @@ class Worker:
         )
         self._apply_queue_settings()
         if HintListener.available(self.using):
-            self.hints = HintListener(using=self.using, queues=self.queues, wake=self.wakeup.set)
+            self.hints = HintListener(using=self.using, queues=self.queues, wake=self._hint)
             self.hints.start()
         logger.info(
             "Worker %s started: queues %s, concurrency %d%s",
@@ -249,13 +254,14 @@ class Worker:
     # --- Batching ------------------------------------------------------------------------------
     #
     # Writing outcomes and claiming both cost a transaction, whatever the batch size, so the pump
-    # batches them (like Nagle's algorithm): it flushes when nothing is left running, when half a
-    # batch has finished, or when the oldest buffered outcome has waited OUTCOME_LINGER; it claims
-    # when half a batch of slots is free or nothing is running. A lone job is never delayed.
+    # batches them (like Nagle's algorithm): it flushes when nothing is left running, when three
+    # quarters of a batch have finished, or when the oldest buffered outcome has waited
+    # OUTCOME_LINGER; it claims when three quarters of a batch of slots are free, when nothing is
+    # running, when a hint arrives, or after CLAIM_LINGER. A lone job is never delayed.
 
     @property
     def _batch(self) -> int:
-        return max(1, min(self.options.concurrency, self.settings.max_claim_batch) // 2)
+        return max(1, min(self.options.concurrency, self.settings.max_claim_batch) * 3 // 4)
 
     def _flush_due(self) -> bool:
         if not self.outbox:
@@ -264,9 +270,25 @@ class Worker:
             return True
         return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
 
+    def _free_slots(self) -> int:
+        return self.options.concurrency - len(self.running) - len(self.outbox)
+
     def _claim_due(self) -> bool:
-        free = self.options.concurrency - len(self.running) - len(self.outbox)
-        return free > 0 and (not self.running or free >= self._batch)
+        """Claim when a good batch is free, or nothing runs, or a hint arrived; partial batches
+        after CLAIM_LINGER, or, when the last claim found nothing due, after the poll interval."""
+        if self._free_slots() <= 0:
+            return False
+        if not self.running or self._free_slots() >= self._batch or self.hinted:
+            return True
+        return time.monotonic() >= self._next_partial_claim()
+
+    def _next_partial_claim(self) -> float:
+        wait = self.settings.poll_interval.total_seconds() if self.last_claim_empty else CLAIM_LINGER_SECONDS
+        return self.last_claim_at + wait
+
+    def _hint(self) -> None:
+        self.hinted = True
+        self.wakeup.set()
 
     def _on_finished(self, finished: Finished) -> None:
         self.finished.put(finished)
@@ -401,7 +423,10 @@ class Worker:
         store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
 
     def _claim(self) -> int:
-        free = self.options.concurrency - len(self.running) - len(self.outbox)
+        self.hinted = False
+        self.last_claim_at = time.monotonic()
+        self.last_claim_empty = False
+        free = self._free_slots()
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.started_jobs)
         if free <= 0:
@@ -422,6 +447,7 @@ class Worker:
             claimed_total += len(claimed)
             if not claimed:
                 break
+        self.last_claim_empty = claimed_total == 0
         return claimed_total
 
     def _start_job(self, job: ClaimedJob, now: datetime) -> None:
@@ -440,5 +466,7 @@ class Worker:
             timeout = min(timeout, max(self.stop_deadline - now_mono, 0.0))
         if self.outbox:
             timeout = min(timeout, max(self.outbox_since + OUTCOME_LINGER_SECONDS - now_mono, 0.0))
+        if self.running and self._free_slots() > 0 and not self.stopping:
+            timeout = min(timeout, max(self._next_partial_claim() - now_mono, 0.0))
         self.wakeup.wait(timeout)
         self.wakeup.clear()

@@ -224,6 +224,20 @@ def test_weighted_dispatch_claims_in_proportion(workers, tmp_path):
     assert 26 <= done.get("wa", 0) <= 34, done
 
 
+def test_slots_left_beside_long_jobs_keep_serving_short_ones(workers, tmp_path):
+    # 8 slots, 3 held by long jobs: the 5 free slots are fewer than a full claim batch, and must
+    # still be claimed (after a short linger) rather than wait for the long jobs.
+    marker = tmp_path / "marks"
+    long = [jobs.sleep.using(queue="default").enqueue(8, marker=str(marker)).job_id for _ in range(3)]
+    worker = workers.start("--queues", "default", "--concurrency", "8", "--shutdown-timeout", "1")
+    wait_for(lambda: all(_state(j) == JobState.LEASED for j in long), what="the long jobs to start")
+    short = [jobs.echo.enqueue(i).job_id for i in range(20)]
+    wait_for(lambda: all(_state(j) == JobState.SUCCEEDED for j in short), timeout=6, what="the short jobs")
+    assert all(_state(j) == JobState.LEASED for j in long)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(30)
+
+
 def test_max_jobs_recycles_the_process(workers):
     for i in range(5):
         jobs.echo.enqueue(i)
