@@ -19,9 +19,9 @@ from . import store
 from .conf import BackWaveSettings, get_settings
 from .core.encoding import json_size
 from .core.ids import job_id_for_key, uuid7
-from .core.outcomes import NewJob
+from .core.outcomes import NewJob, validate_queue_name
 from .core.states import DependencyMode, EnqueueResult
-from .core.tags import Tag
+from .core.tags import Tag, normalize_tags
 from .exceptions import EnqueueError
 from .registry import P, R
 
@@ -113,7 +113,12 @@ class JobOptions(Generic[P, R]):
             mode=DependencyMode(self.mode),
             tags=self.tags,
         )
-        prepared.new_job(timezone.now())  # validates queue, parents, mode and tags now, not later
+        # Validate the options now (not at enqueue), without encoding the payload twice.
+        validate_queue_name(prepared.queue)
+        normalize_tags((*definition.tags, *prepared.tags))
+        for index, parent in enumerate(prepared.parents):
+            if not isinstance(parent, uuid.UUID):
+                raise TypeError(f"parents[{index}] must be a uuid.UUID, got {type(parent).__name__}")
         return prepared
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:

@@ -60,12 +60,14 @@ class JobDefinition(Generic[P, R]):
 
     @property
     def signature(self) -> inspect.Signature:
-        """The signature the payload binds to (without the context parameter)."""
-        signature = inspect.signature(self.func)
-        if self.takes_context:
-            parameters = list(signature.parameters.values())[1:]
-            signature = signature.replace(parameters=parameters)
-        return signature
+        """The signature the payload binds to (without the context parameter); computed once."""
+        cached: inspect.Signature | None = self.__dict__.get("_signature")
+        if cached is None:
+            cached = inspect.signature(self.func)
+            if self.takes_context:
+                cached = cached.replace(parameters=list(cached.parameters.values())[1:])
+            object.__setattr__(self, "_signature", cached)
+        return cached
 
     # --- Enqueueing (see client.py) -----------------------------------------------------------
 

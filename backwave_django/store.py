@@ -422,7 +422,7 @@ def enqueue_many(new_jobs: Sequence[NewJob], *, now: datetime) -> list[EnqueueRe
 
 def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult | None:
     """The bound an enqueue breaks (payload, wire name, parents, in that order), or None."""
-    if json_size(new_job.payload) > settings.max_payload_bytes:
+    if len(new_job.payload_json) > settings.max_payload_bytes:
         return EnqueueResult.PAYLOAD_TOO_LARGE
     if len(new_job.wire_name) > settings.max_wire_name_length:
         return EnqueueResult.WIRE_NAME_TOO_LONG
@@ -1399,14 +1399,10 @@ def _outcome_columns(report: OutcomeReport) -> tuple[JobState, datetime | None, 
 
 
 _PG_ENQUEUE = """
-WITH input (job_id, wire_name, queue, payload, due_time, mode, position) AS (
+WITH inserted AS (
+    INSERT INTO {jobs} (job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
+                        parents_remaining, enqueued_at, next_ordinal)
     VALUES {values}
-), inserted AS (
-    INSERT INTO {jobs} (job_id, wire_name, queue, payload, state, due_time, attempt, cancel_requested,
-                        parents_remaining, mode, enqueued_at, next_ordinal)
-    SELECT job_id, wire_name, queue, payload, 0, due_time, 0, false, 0, mode, %(now)s, 1
-    FROM input
-    ORDER BY position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
 ), logged AS (
@@ -1454,14 +1450,15 @@ def _pg_enqueue_without_parents(
                 f"id{i}": new_job.job_id,
                 f"wire{i}": new_job.wire_name,
                 f"queue{i}": new_job.queue,
-                f"payload{i}": json.dumps(new_job.payload),
+                f"payload{i}": new_job.payload_json.decode(),
                 f"due{i}": new_job.due_time,
                 f"mode{i}": int(new_job.mode),
             }
         )
+        # Rows are inserted in list order, so the first of two equal ids is the one stored.
         values.append(
-            f"(%(id{i})s::uuid, %(wire{i})s, %(queue{i})s, %(payload{i})s::jsonb, "
-            f"%(due{i})s::timestamptz, %(mode{i})s::smallint, {i})"
+            f"(%(id{i})s, %(wire{i})s, %(queue{i})s, %(payload{i})s::jsonb, %(due{i})s, %(mode{i})s, "
+            "0, 0, false, 0, %(now)s, 1)"
         )
         for k, (key, value) in enumerate(new_job.tag_pairs):
             params.update({f"tk{i}_{k}": key, f"tv{i}_{k}": value})

@@ -114,7 +114,11 @@ class NewJob:
         _require_str("wire_name", self.wire_name)
         validate_queue_name(self.queue)
         require_aware("due_time", self.due_time)
-        _require_json("payload", self.payload)
+        try:
+            encoded = json_bytes(self.payload)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"payload must be JSON-serializable: {exc}") from None
+        object.__setattr__(self, "_payload_json", encoded)
         if isinstance(self.parents, str | bytes | uuid.UUID) or not isinstance(self.parents, Iterable):
             raise TypeError("parents must be a sequence of job ids")
         parents = tuple(self.parents)
@@ -131,6 +135,12 @@ class NewJob:
     @property
     def tag_pairs(self) -> tuple[TagPair, ...]:
         return normalize_tags(self.tags)
+
+    @property
+    def payload_json(self) -> bytes:
+        """The payload as stored (compact UTF-8 JSON), encoded once when the job was built."""
+        encoded: bytes = self.__dict__["_payload_json"]
+        return encoded
 
 
 @dataclass(frozen=True, kw_only=True)
