@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         HeartbeatResult as HeartbeatResult,
         NewJob as NewJob,
         OutcomeReport as OutcomeReport,
+        ScheduleSpec as ScheduleSpec,
         Success as Success,
         Unroutable as Unroutable,
     )
@@ -68,6 +69,7 @@ _EXPORTS: dict[str, str] = {
             "Unroutable",
             "ClaimedJob",
             "HeartbeatResult",
+            "ScheduleSpec",
         ],
         "backwave_django.core.outcomes",
     ),

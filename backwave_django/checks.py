@@ -72,3 +72,25 @@ def check_database(
             )
         )
     return messages
+
+
+@register()
+def check_schedule_jobs(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    from .registry import get
+
+    if settings_errors():
+        return []  # reported by check_settings
+    from .conf import get_settings
+
+    return [
+        Error(
+            f"SCHEDULES[{schedule_id!r}] runs job {options['job']!r}, which no installed app declares.",
+            hint="Declare it with @job(...) in an app's jobs.py, or fix the wire name.",
+            obj="settings.BACKWAVE",
+            id="backwave.E004",
+        )
+        for schedule_id, options in get_settings().schedules.items()
+        if get(options["job"]) is None
+    ]

@@ -158,12 +158,38 @@ def _queues(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
     return result
 
 
+_SCHEDULE_KEYS = ("job", "cron", "time_zone", "args", "kwargs", "queue", "catch_up", "no_overlap")
+
+
 def _schedules(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
+    """Validate settings-declared schedules (whether the job exists is checked once apps are ready)."""
+    from .core import planner
+
     if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, Mapping) for k, v in value.items()
+        isinstance(k, str) and k and isinstance(v, Mapping) for k, v in value.items()
     ):
         errors.append(f"SCHEDULES must be a dict of schedule id -> options dict, got {value!r}.")
         return {}
+    for schedule_id, options in value.items():
+        where = f"SCHEDULES[{schedule_id!r}]"
+        for unknown in sorted(set(options) - set(_SCHEDULE_KEYS)):
+            errors.append(f"{where} has an unknown key {unknown!r}; known keys: {', '.join(_SCHEDULE_KEYS)}.")
+        if not isinstance(options.get("job"), str) or not options.get("job"):
+            errors.append(f"{where} needs 'job': the wire name of the job to run.")
+        try:
+            planner.resolve(options.get("cron"), options.get("time_zone"))
+        except (TypeError, ValueError) as exc:
+            errors.append(f"{where}: {exc}")
+        if str(options.get("catch_up", "skip")).lower() not in ("skip", "coalesce"):
+            errors.append(
+                f"{where}['catch_up'] must be 'skip' or 'coalesce', got {options.get('catch_up')!r}."
+            )
+        if not isinstance(options.get("no_overlap", False), bool):
+            errors.append(f"{where}['no_overlap'] must be True or False.")
+        if not isinstance(options.get("args", []), list | tuple) or not isinstance(
+            options.get("kwargs", {}), Mapping
+        ):
+            errors.append(f"{where}: 'args' must be a list and 'kwargs' a dict.")
     return {k: dict(v) for k, v in value.items()}
 
 

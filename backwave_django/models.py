@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from .conf import WIRE_NAME_COLUMN_LENGTH
 from .core.outcomes import MAX_QUEUE_NAME_LENGTH
-from .core.states import DependencyMode, JobState, OperatorAction
+from .core.states import CatchUp, DependencyMode, JobState, OperatorAction
 from .core.tags import MAX_TAG_PART_LENGTH
 
 _TERMINAL = Q(state__in=[s.value for s in JobState if s.is_terminal])
@@ -199,3 +199,29 @@ class WorkerNode(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class RecurringSchedule(models.Model):
+    """A cron schedule that mints jobs. ``cursor`` is the instant up to which ticks are resolved."""
+
+    schedule_id = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH, unique=True)
+    cron = models.CharField(max_length=255, help_text="Canonical 6-field form, seconds first.")
+    wire_name = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH)
+    payload = models.JSONField()
+    queue = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH, default="default")
+    time_zone = models.CharField(
+        max_length=64, null=True, blank=True, help_text="IANA name; empty means UTC."
+    )
+    catch_up = models.PositiveSmallIntegerField(choices=CatchUp.choices, default=CatchUp.SKIP)
+    no_overlap = models.BooleanField(default=False)
+    cursor = models.DateTimeField()
+    #: ISO-8601 UTC strings of the most recent skipped ticks, oldest first.
+    skipped_ticks = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name = "recurring schedule"
+        ordering = ["schedule_id"]
+        permissions = [("trigger_recurringschedule", "Can trigger recurring schedules now")]
+
+    def __str__(self) -> str:
+        return self.schedule_id

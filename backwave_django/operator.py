@@ -12,7 +12,7 @@ import uuid
 from django.utils import timezone
 
 from . import store
-from .core.states import CancelResult, RequeueResult
+from .core.states import CancelResult, RequeueResult, TriggerScheduleResult
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -35,3 +35,8 @@ def resume_queue(queue: str, *, actor: str) -> None:
 
 def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
     store.set_concurrency_limit(queue, limit, actor=actor, now=timezone.now())
+
+
+def trigger_schedule(schedule_id: str, *, actor: str) -> TriggerScheduleResult:
+    """Mint one instance of a schedule now (ignores no-overlap; the schedule's cursor is untouched)."""
+    return store.trigger_schedule(schedule_id, actor=actor, now=timezone.now())

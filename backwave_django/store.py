@@ -29,7 +29,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import or_
 from typing import Any, TypeVar
@@ -38,6 +38,8 @@ from django.db import IntegrityError, OperationalError, connections, router, tra
 from django.db.models import Count, F, Q
 
 from .conf import BackWaveSettings, get_settings
+from .core import planner
+from .core.cron import CronExpression
 from .core.encoding import json_size, require_aware, require_positive_duration, truncate_utf8
 from .core.outcomes import (
     Cancelled,
@@ -46,6 +48,7 @@ from .core.outcomes import (
     HeartbeatResult,
     NewJob,
     OutcomeReport,
+    ScheduleSpec,
     Success,
     Unroutable,
     validate_queue_name,
@@ -53,6 +56,7 @@ from .core.outcomes import (
 from .core.retry import RetryPolicy
 from .core.states import (
     CancelResult,
+    CatchUp,
     DependencyMode,
     EnqueueResult,
     HistoryPolicy,
@@ -61,6 +65,7 @@ from .core.states import (
     OutcomeResult,
     RequeueResult,
     TerminalStateClass,
+    TriggerScheduleResult,
 )
 from .core.tags import TagPair, normalize_tags, tag_from_pair
 from .exceptions import OutputTooLarge
@@ -71,6 +76,7 @@ from .models import (
     JobTransition,
     OperatorAudit,
     QueueSettings,
+    RecurringSchedule,
     WorkerNode,
 )
 
@@ -83,19 +89,23 @@ __all__ = [
     "expire_leases",
     "heartbeat",
     "job_output",
+    "mint_due",
     "missing_jobs",
     "pause_queue",
     "prune_workers",
     "purge_terminal",
     "register_worker",
     "release_leases",
+    "remove_schedule",
     "report_outcome",
     "report_outcomes",
     "requeue",
     "resume_queue",
     "set_concurrency_limit",
     "touch_worker",
+    "trigger_schedule",
     "unregister_worker",
+    "upsert_schedule",
 ]
 
 #: PostgreSQL channel that carries wake-up hints; the payload is the queue name.
@@ -108,6 +118,7 @@ LEASE_EXPIRY_ACTOR = "lease-expiry"
 ENQUEUE_ACTOR = "enqueue"
 LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reached)."
 PARENT_FAILURE_CAUSE = "parent-failure:{state}"
+SCHEDULE_ACTOR = "schedule:{schedule_id}"
 
 _S = JobState
 _T = TypeVar("_T")
@@ -1480,3 +1491,206 @@ def _pg_enqueue_without_parents(
         else EnqueueResult.DUPLICATE
         for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))
     ]
+
+
+# --- Recurring schedules ----------------------------------------------------------------------
+
+
+def upsert_schedule(spec: ScheduleSpec, *, now: datetime) -> None:
+    """Create a schedule, or redefine it in place keeping its cursor and skipped ticks.
+
+    The cron and zone are validated first (``ValueError``, nothing stored). A new schedule's
+    cursor starts at ``now``: only ticks strictly after it are ever minted.
+    """
+    if not isinstance(spec, ScheduleSpec):
+        raise TypeError(f"spec must be a ScheduleSpec, got {type(spec).__name__}")
+    require_aware("now", now)
+    settings = get_settings()
+    cron = resolve_schedule(spec.cron, spec.time_zone)
+    if len(spec.wire_name) > settings.max_wire_name_length:
+        raise ValueError(
+            f"wire name '{spec.wire_name[:40]}…' is {len(spec.wire_name):,} characters; "
+            f"MAX_WIRE_NAME_LENGTH is {settings.max_wire_name_length:,}"
+        )
+    RecurringSchedule.objects.using(_db()).update_or_create(
+        schedule_id=spec.schedule_id,
+        defaults={
+            "cron": cron.canonical,
+            "wire_name": spec.wire_name,
+            "payload": spec.payload,
+            "queue": spec.queue,
+            "time_zone": spec.time_zone,
+            "catch_up": spec.catch_up,
+            "no_overlap": spec.no_overlap,
+        },
+        create_defaults={
+            "cron": cron.canonical,
+            "wire_name": spec.wire_name,
+            "payload": spec.payload,
+            "queue": spec.queue,
+            "time_zone": spec.time_zone,
+            "catch_up": spec.catch_up,
+            "no_overlap": spec.no_overlap,
+            "cursor": now,
+            "skipped_ticks": [],
+        },
+    )
+
+
+def resolve_schedule(cron: str, time_zone: str | None) -> CronExpression:
+    """The parsed cron, after checking that it and the zone resolve; ``ValueError`` otherwise."""
+    planner.resolve(cron, time_zone)
+    return CronExpression.parse(cron)
+
+
+def remove_schedule(schedule_id: str) -> None:
+    """Stop a schedule. Instances already minted are untouched and keep their ``schedule_id``."""
+    RecurringSchedule.objects.using(_db()).filter(schedule_id=schedule_id).delete()
+
+
+def mint_due(*, now: datetime) -> int:
+    """Plan every schedule at ``now`` and apply each decision in its own transaction.
+
+    A decision applies only if the schedule's cursor is still the one it was planned from
+    (compare-and-set), and instance ids are a function of (schedule, tick): any number of workers
+    minting at once create each instance exactly once. A schedule whose cron or zone no longer
+    resolves is skipped. Returns how many jobs were minted.
+    """
+    require_aware("now", now)
+    settings = get_settings()
+    using = _db()
+    live = set(
+        JobRecord.objects.using(using)
+        .filter(schedule_id__isnull=False, state__in=[s.value for s in JobState if not s.is_terminal])
+        .values_list("schedule_id", flat=True)
+        .distinct()
+    )
+    snapshots = [
+        planner.ScheduleSnapshot(
+            schedule_id=schedule_id,
+            cron=cron,
+            time_zone=time_zone,
+            cursor=cursor,
+            catch_up=CatchUp(catch_up),
+            no_overlap=no_overlap,
+            has_live_instance=schedule_id in live,
+        )
+        for schedule_id, cron, time_zone, cursor, catch_up, no_overlap in RecurringSchedule.objects.using(
+            using
+        ).values_list("schedule_id", "cron", "time_zone", "cursor", "catch_up", "no_overlap")
+    ]
+    minted = 0
+    for decision in planner.plan_all(snapshots, now):
+        minted += _atomic_retrying(using, lambda d=decision: _apply_mint(using, d, settings))  # type: ignore[misc]
+    return minted
+
+
+def _apply_mint(using: str, decision: planner.MintDecision, settings: BackWaveSettings) -> int:
+    row = (
+        RecurringSchedule.objects.using(using)
+        .select_for_update()
+        .filter(schedule_id=decision.schedule_id, cursor=decision.expected_cursor)
+        .values_list("skipped_ticks", flat=True)
+        .first()
+    )
+    if row is None:
+        return 0  # another worker applied this decision first, or the schedule was removed
+    skipped = [*(row or []), *(t.astimezone(UTC).isoformat() for t in decision.skipped_ticks)]
+    RecurringSchedule.objects.using(using).filter(schedule_id=decision.schedule_id).update(
+        cursor=decision.new_cursor, skipped_ticks=skipped[-settings.max_recorded_skipped_ticks :]
+    )
+    actor = SCHEDULE_ACTOR.format(schedule_id=decision.schedule_id)
+    return _insert_instances(using, decision.schedule_id, list(decision.ticks), actor, settings)
+
+
+def _insert_instances(
+    using: str,
+    schedule_id: str,
+    ticks: list[datetime],
+    actor: str,
+    settings: BackWaveSettings,
+    *,
+    recorded_at: datetime | None = None,
+) -> int:
+    """Insert one Scheduled instance per tick (due at the tick); an id already present is skipped.
+
+    Each instance's transition is recorded at its tick, or at ``recorded_at`` when given.
+    """
+    if not ticks:
+        return 0
+    wire_name, payload, queue = (
+        RecurringSchedule.objects.using(using)
+        .filter(schedule_id=schedule_id)
+        .values_list("wire_name", "payload", "queue")
+        .get()
+    )
+    ids = {tick: planner.instance_id(schedule_id, tick) for tick in ticks}
+    present = set(
+        JobRecord.objects.using(using).filter(job_id__in=ids.values()).values_list("job_id", flat=True)
+    )
+    fresh = [tick for tick in ticks if ids[tick] not in present]
+    created = JobRecord.objects.using(using).bulk_create(
+        [
+            JobRecord(
+                job_id=ids[tick],
+                wire_name=wire_name,
+                queue=queue,
+                payload=payload,
+                state=_S.SCHEDULED,
+                due_time=tick,
+                schedule_id=schedule_id,
+                enqueued_at=recorded_at or tick,
+                next_ordinal=1,
+            )
+            for tick in fresh
+        ]
+    )
+    if settings.history is not HistoryPolicy.OFF and created:
+        sequences = dict(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=[ids[t] for t in fresh])
+            .values_list("job_id", "sequence")
+        )
+        JobTransition.objects.using(using).bulk_create(
+            [
+                JobTransition(
+                    job_id=sequences[ids[tick]],
+                    ordinal=0,
+                    recorded_at=recorded_at or tick,
+                    state=_S.SCHEDULED,
+                    attempt=0,
+                    actor=actor,
+                )
+                for tick in fresh
+            ]
+        )
+    if fresh:
+        _notify(using, queue)
+    return len(fresh)
+
+
+def trigger_schedule(schedule_id: str, *, actor: str, now: datetime) -> TriggerScheduleResult:
+    """Mint one instance of the schedule due now, ignoring no-overlap and leaving the cursor.
+
+    The instance id is that of a tick at ``now``, so triggering twice at the same instant (or at
+    the exact instant of a tick that is also minted) creates one job. Audited when found.
+    """
+    _require_actor(actor)
+    require_aware("now", now)
+    settings = get_settings()
+    using = _db()
+
+    def body() -> TriggerScheduleResult:
+        found = (
+            RecurringSchedule.objects.using(using)
+            .select_for_update()
+            .filter(schedule_id=schedule_id)
+            .exists()
+        )
+        if not found:
+            return TriggerScheduleResult.SCHEDULE_NOT_FOUND
+        _insert_instances(using, schedule_id, [now], actor, settings, recorded_at=now)
+        _audit(using, actor, OperatorAction.TRIGGER_SCHEDULE, schedule_id, now)
+        return TriggerScheduleResult.TRIGGERED
+
+    return _atomic_retrying(using, body)

@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 
 import pytest
@@ -89,3 +90,29 @@ def test_sqlite_without_immediate_transactions_is_warned_about(settings, vendor)
 def test_use_tz_false_is_an_error(settings):
     settings.USE_TZ = False
     assert [m.id for m in checks.check_use_tz()] == ["backwave.E002"]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ({"cron": "0 2 * * *"}, "needs 'job'"),
+        ({"job": "test.echo", "cron": "0 25 * * *"}, "Invalid cron expression '0 25 \\* \\* \\*'"),
+        ({"job": "test.echo", "cron": "0 2 * * *", "time_zone": "Nowhere/City"}, "Unresolvable time-zone id"),
+        ({"job": "test.echo", "cron": "0 2 * * *", "catch_up": "all"}, "must be 'skip' or 'coalesce'"),
+        ({"job": "test.echo", "cron": "0 2 * * *", "every": 1}, "unknown key 'every'"),
+    ],
+)
+def test_invalid_settings_schedules_are_check_errors(backwave_settings, schedule, message):
+    backwave_settings(SCHEDULES={"nightly": schedule})
+    assert any(re.search(message, m.msg) for m in checks.check_settings()), [
+        m.msg for m in checks.check_settings()
+    ]
+
+
+def test_a_schedule_for_an_undeclared_job_is_a_check_error(backwave_settings):
+    backwave_settings(SCHEDULES={"nightly": {"job": "not.declared", "cron": "0 2 * * *"}})
+    assert [m.id for m in checks.check_schedule_jobs()] == ["backwave.E004"]
+    backwave_settings(
+        SCHEDULES={"nightly": {"job": "test.echo", "cron": "0 2 * * *", "time_zone": "Europe/Berlin"}}
+    )
+    assert checks.check_schedule_jobs() == []

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 from .encoding import json_bytes, require_aware
-from .states import DependencyMode
+from .states import CatchUp, DependencyMode
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
 
 MAX_QUEUE_NAME_LENGTH = 128
@@ -196,3 +196,32 @@ class HeartbeatResult:
     job_id: uuid.UUID
     renewed: bool
     cancel_requested: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleSpec:
+    """A recurring schedule to upsert. The cron and zone are validated by the store."""
+
+    schedule_id: str
+    cron: str
+    wire_name: str
+    payload: Any
+    queue: str = "default"
+    time_zone: str | None = None
+    catch_up: CatchUp = CatchUp.SKIP
+    no_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        _require_str("schedule_id", self.schedule_id)
+        _require_str("cron", self.cron)
+        _require_str("wire_name", self.wire_name)
+        validate_queue_name(self.queue)
+        _require_json("payload", self.payload)
+        if self.time_zone is not None:
+            _require_str("time_zone", self.time_zone)
+        try:
+            object.__setattr__(self, "catch_up", CatchUp(self.catch_up))
+        except ValueError:
+            raise ValueError(f"catch_up must be a CatchUp, got {self.catch_up!r}") from None
+        if not isinstance(self.no_overlap, bool):
+            raise TypeError(f"no_overlap must be a bool, got {type(self.no_overlap).__name__}")

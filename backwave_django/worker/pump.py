@@ -166,6 +166,7 @@ class Worker:
             now=timezone.now(),
         )
         self._apply_queue_settings()
+        self._sync_schedules()
         if HintListener.available(self.using):
             self.hints = HintListener(using=self.using, queues=self.queues, wake=self._hint)
             self.hints.start()
@@ -190,6 +191,26 @@ class Worker:
             )
             if list(current) != [limit]:
                 store.set_concurrency_limit(queue_name, limit, actor="settings", now=timezone.now())
+
+    def _sync_schedules(self) -> None:
+        """Upsert ``BACKWAVE["SCHEDULES"]`` (the cursor of an existing schedule is kept)."""
+        from ..core.outcomes import ScheduleSpec
+        from ..core.states import CatchUp
+        from ..registry import get
+
+        for schedule_id, options in self.settings.schedules.items():
+            definition = get(options["job"])
+            spec = ScheduleSpec(
+                schedule_id=schedule_id,
+                cron=options["cron"],
+                wire_name=options["job"],
+                payload={"args": list(options.get("args", [])), "kwargs": dict(options.get("kwargs", {}))},
+                queue=options.get("queue") or (definition.queue if definition else "default"),
+                time_zone=options.get("time_zone"),
+                catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
+                no_overlap=bool(options.get("no_overlap", False)),
+            )
+            store.upsert_schedule(spec, now=timezone.now())
 
     def _should_exit(self, claimed: int) -> bool:
         idle = not self.running and not self.outbox and self.finished.empty()
@@ -405,6 +426,10 @@ class Worker:
                 break
         if reclaimed:
             logger.info("Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, reclaimed)
+        minted = store.mint_due(now=now)
+        if minted:
+            logger.debug("Minted %d scheduled job(s)", minted)
+            self.hinted = True  # claim them now, not at the next poll
         retention = (
             (TerminalStateClass.SUCCEEDED_OR_CANCELLED, self.settings.retention_succeeded_or_cancelled),
             (

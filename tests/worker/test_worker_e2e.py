@@ -6,6 +6,7 @@ rest also run on SQLite and MariaDB.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -118,7 +119,9 @@ def test_unknown_wire_names_and_changed_signatures_are_quarantined(workers):
         JobState.QUARANTINED,
         "no handler registered for wire name 'gone'",
     )
-    assert str(_record(changed).terminal_cause).startswith("payload for wire name 'test.echo' no longer decodes:")
+    assert str(_record(changed).terminal_cause).startswith(
+        "payload for wire name 'test.echo' no longer decodes:"
+    )
     assert _record(unknown).attempt == 1
 
 
@@ -373,3 +376,39 @@ def test_bad_flags_are_refused_with_a_clear_message(workers, args, message):
     result = workers.run(*args)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+SECONDLY = {"ticker": {"job": "test.echo", "cron": "* * * * * *", "args": ["tick"], "queue": "default"}}
+
+
+def test_a_settings_schedule_every_second_mints_on_time_in_a_real_worker(workers):
+    worker = workers.start("--queues", "default", SCHEDULES=SECONDLY, MAINTENANCE_INTERVAL=0.2)
+    wait_for(
+        lambda: JobRecord.objects.filter(schedule_id="ticker", state=JobState.SUCCEEDED).count() >= 3,
+        what="3 ticks",
+    )
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(20) == 0
+    minted = list(JobRecord.objects.filter(schedule_id="ticker").order_by("due_time"))
+    dues = [j.due_time for j in minted]
+    assert all(d.microsecond == 0 for d in dues)
+    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(dues))
+    # On time: every tick minted, each due exactly at its tick, none late enough to be skipped.
+    from backwave_django.models import RecurringSchedule
+
+    assert RecurringSchedule.objects.get(schedule_id="ticker").skipped_ticks == []
+
+
+@pytest.mark.postgres
+def test_two_workers_minting_the_same_schedule_create_each_instance_once(workers):
+    first = workers.start("--queues", "nobody", SCHEDULES=SECONDLY, MAINTENANCE_INTERVAL=0.05)
+    second = workers.start("--queues", "nobody", SCHEDULES=SECONDLY, MAINTENANCE_INTERVAL=0.05)
+    wait_for(lambda: JobRecord.objects.filter(schedule_id="ticker").count() >= 5, what="5 instances")
+    for process in (first, second):
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0
+    dues = list(
+        JobRecord.objects.filter(schedule_id="ticker").order_by("due_time").values_list("due_time", flat=True)
+    )
+    assert len(dues) == len(set(dues))
+    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(dues)), dues
