@@ -52,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     },
     "HISTORY": HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL,
     "SCHEDULES": {},
+    "PRUNE_SCHEDULES": True,  # remove settings-declared schedules that are no longer declared
     "QUEUES": {},
 }
 
@@ -92,6 +93,7 @@ class BackWaveSettings:
     retention_dead_lettered_or_quarantined: timedelta | None
     history: HistoryPolicy
     schedules: Mapping[str, Mapping[str, Any]]
+    prune_schedules: bool
     queues: Mapping[str, Mapping[str, Any]]
 
 
@@ -108,6 +110,13 @@ def _duration(value: Any, key: str, errors: list[str], *, allow_zero: bool = Fal
     if result < timedelta(0) or (result == timedelta(0) and not allow_zero):
         errors.append(f"{key} must be greater than zero, got {value!r}.")
     return result
+
+
+def _flag(value: Any, key: str, errors: list[str]) -> bool:
+    if not isinstance(value, bool):
+        errors.append(f"{key} must be True or False, got {value!r}.")
+        return True
+    return value
 
 
 def _history(value: Any, errors: list[str]) -> HistoryPolicy:
@@ -256,6 +265,7 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         retention_dead_lettered_or_quarantined=retention["DEAD_LETTERED_OR_QUARANTINED"],
         history=history,
         schedules=_schedules(merged["SCHEDULES"], errors),
+        prune_schedules=_flag(merged["PRUNE_SCHEDULES"], "PRUNE_SCHEDULES", errors),
         queues=_queues(merged["QUEUES"], errors),
     )
     return resolved, errors

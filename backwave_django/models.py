@@ -217,6 +217,8 @@ class RecurringSchedule(models.Model):
     cursor = models.DateTimeField()
     #: ISO-8601 UTC strings of the most recent skipped ticks, oldest first.
     skipped_ticks = models.JSONField(default=list, blank=True)
+    #: Declared in BACKWAVE["SCHEDULES"]: workers remove it once it is no longer declared there.
+    declared_in_settings = models.BooleanField(default=False)
 
     class Meta:
         verbose_name = "recurring schedule"

@@ -92,6 +92,7 @@ __all__ = [
     "mint_due",
     "missing_jobs",
     "pause_queue",
+    "prune_settings_schedules",
     "prune_workers",
     "purge_terminal",
     "register_worker",
@@ -1496,7 +1497,7 @@ def _pg_enqueue_without_parents(
 # --- Recurring schedules ----------------------------------------------------------------------
 
 
-def upsert_schedule(spec: ScheduleSpec, *, now: datetime) -> None:
+def upsert_schedule(spec: ScheduleSpec, *, now: datetime, declared_in_settings: bool = False) -> None:
     """Create a schedule, or redefine it in place keeping its cursor and skipped ticks.
 
     The cron and zone are validated first (``ValueError``, nothing stored). A new schedule's
@@ -1522,6 +1523,7 @@ def upsert_schedule(spec: ScheduleSpec, *, now: datetime) -> None:
             "time_zone": spec.time_zone,
             "catch_up": spec.catch_up,
             "no_overlap": spec.no_overlap,
+            "declared_in_settings": declared_in_settings,
         },
         create_defaults={
             "cron": cron.canonical,
@@ -1533,6 +1535,7 @@ def upsert_schedule(spec: ScheduleSpec, *, now: datetime) -> None:
             "no_overlap": spec.no_overlap,
             "cursor": now,
             "skipped_ticks": [],
+            "declared_in_settings": declared_in_settings,
         },
     )
 
@@ -1546,6 +1549,21 @@ def resolve_schedule(cron: str, time_zone: str | None) -> CronExpression:
 def remove_schedule(schedule_id: str) -> None:
     """Stop a schedule. Instances already minted are untouched and keep their ``schedule_id``."""
     RecurringSchedule.objects.using(_db()).filter(schedule_id=schedule_id).delete()
+
+
+def prune_settings_schedules(declared: Iterable[str]) -> list[str]:
+    """Remove the settings-declared schedules whose ids are not in ``declared``; returns their ids."""
+    stale = (
+        RecurringSchedule.objects.using(_db())
+        .filter(declared_in_settings=True)
+        .exclude(schedule_id__in=list(declared))
+    )
+    removed = sorted(stale.values_list("schedule_id", flat=True))
+    stale.delete()
+    return removed
+
+
+_reported_schedule_errors: set[tuple[str, str, str | None]] = set()
 
 
 def mint_due(*, now: datetime) -> int:
@@ -1579,6 +1597,12 @@ def mint_due(*, now: datetime) -> int:
             using
         ).values_list("schedule_id", "cron", "time_zone", "cursor", "catch_up", "no_overlap")
     ]
+    for snapshot in snapshots:
+        error = planner.schedule_error(snapshot.cron, snapshot.time_zone)
+        key = (snapshot.schedule_id, snapshot.cron, snapshot.time_zone)
+        if error is not None and key not in _reported_schedule_errors:
+            _reported_schedule_errors.add(key)  # logged once per process, skipped every time
+            logger.error("Schedule %r is skipped: %s", snapshot.schedule_id, error)
     minted = 0
     for decision in planner.plan_all(snapshots, now):
         minted += _atomic_retrying(using, lambda d=decision: _apply_mint(using, d, settings))  # type: ignore[misc]

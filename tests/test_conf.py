@@ -52,6 +52,7 @@ def test_environment_switch_downgrades_failure_detail(monkeypatch):
         ({"RETRY": {"TRIES": 3}}, "RETRY has an unknown key 'TRIES'"),
         ({"QUEUES": {"billing": {"concurrency_limit": -1}}}, "concurrency_limit'] must be None or an int"),
         ({"MAX_WIRE_NAME_LENGTH": 300}, "at most 255"),
+        ({"PRUNE_SCHEDULES": "yes"}, "PRUNE_SCHEDULES must be True or False"),
     ],
 )
 def test_invalid_settings_are_system_check_errors(backwave_settings, values, message):

@@ -111,6 +111,16 @@ def resolve(cron: str, time_zone: str | None) -> NextTick:
     return next_tick
 
 
+def schedule_error(cron: str, time_zone: str | None) -> str | None:
+    """Why a stored schedule cannot be planned (``Invalid cron expression …`` /
+    ``Unresolvable time-zone id …``), or None when it resolves. For consoles and logs."""
+    try:
+        resolve(cron, time_zone)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
 def due_ticks(next_tick: NextTick, cursor: datetime, now: datetime) -> list[datetime]:
     """The ticks strictly after ``cursor`` and at or before ``now``, at most MAX_TICKS_PER_POLL."""
     ticks: list[datetime] = []

@@ -210,7 +210,11 @@ class Worker:
                 catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
                 no_overlap=bool(options.get("no_overlap", False)),
             )
-            store.upsert_schedule(spec, now=timezone.now())
+            store.upsert_schedule(spec, now=timezone.now(), declared_in_settings=True)
+        if self.settings.prune_schedules:
+            removed = store.prune_settings_schedules(self.settings.schedules)
+            if removed:
+                logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
 
     def _should_exit(self, claimed: int) -> bool:
         idle = not self.running and not self.outbox and self.finished.empty()

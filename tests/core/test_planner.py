@@ -272,3 +272,13 @@ def test_trigger_now_at_a_ticks_instant_gets_the_minted_instance_id():
 def test_instance_id_refuses_a_naive_tick():
     with pytest.raises(ValueError, match="tick must be timezone-aware"):
         instance_id("nightly", datetime(2026, 1, 1))
+
+
+def test_schedule_error_explains_a_row_that_does_not_resolve():
+    from backwave_django.core.planner import schedule_error
+
+    assert schedule_error("0 2 * * *", "Europe/Berlin") is None
+    assert str(schedule_error("0 2 * * *", "Atlantis/Capital")).startswith(
+        "Unresolvable time-zone id 'Atlantis/Capital'"
+    )
+    assert str(schedule_error("0 99 * * *", None)).startswith("Invalid cron expression '0 99 * * *'")

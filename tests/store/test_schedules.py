@@ -175,3 +175,22 @@ def test_removing_a_schedule_leaves_its_instances():
     store.remove_schedule("nightly")  # unknown ids are a no-op
     assert store.mint_due(now=T0 + timedelta(hours=2)) == 0
     assert _instances() == [T0 + timedelta(hours=1)]
+
+
+def test_pruning_removes_only_settings_declared_schedules_no_longer_declared():
+    store.upsert_schedule(_spec(schedule_id="kept"), now=T0, declared_in_settings=True)
+    store.upsert_schedule(_spec(schedule_id="dropped"), now=T0, declared_in_settings=True)
+    store.upsert_schedule(_spec(schedule_id="made-in-code"), now=T0)
+    assert store.prune_settings_schedules(["kept"]) == ["dropped"]
+    assert sorted(RecurringSchedule.objects.values_list("schedule_id", flat=True)) == ["kept", "made-in-code"]
+
+
+def test_a_poisoned_schedule_is_logged_once(caplog):
+    store.upsert_schedule(_spec(schedule_id="poisoned"), now=T0)
+    RecurringSchedule.objects.update(cron="not a cron")
+    with caplog.at_level("ERROR", logger="backwave_django.store"):
+        store.mint_due(now=T0 + timedelta(days=1))
+        store.mint_due(now=T0 + timedelta(days=2))
+    messages = [r.getMessage() for r in caplog.records if "poisoned" in r.getMessage()]
+    assert len(messages) == 1
+    assert "Invalid cron expression 'not a cron'" in messages[0]

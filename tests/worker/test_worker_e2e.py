@@ -399,6 +399,18 @@ def test_a_settings_schedule_every_second_mints_on_time_in_a_real_worker(workers
     assert RecurringSchedule.objects.get(schedule_id="ticker").skipped_ticks == []
 
 
+def test_workers_sync_settings_schedules_and_prune_undeclared_ones(workers):
+    from backwave_django.models import RecurringSchedule
+
+    nightly = {"nightly": {"job": "test.echo", "cron": "0 2 * * *", "time_zone": "Europe/Berlin"}}
+    assert workers.run("--burst", "--queues", "default", SCHEDULES={**SECONDLY, **nightly}).returncode == 0
+    assert sorted(RecurringSchedule.objects.values_list("schedule_id", flat=True)) == ["nightly", "ticker"]
+    result = workers.run("--burst", "--queues", "default", SCHEDULES=nightly)
+    assert result.returncode == 0
+    assert list(RecurringSchedule.objects.values_list("schedule_id", "cron")) == [("nightly", "0 0 2 * * *")]
+    assert "Removed schedules no longer declared in settings: ticker" in result.stderr
+
+
 @pytest.mark.postgres
 def test_two_workers_minting_the_same_schedule_create_each_instance_once(workers):
     first = workers.start("--queues", "nobody", SCHEDULES=SECONDLY, MAINTENANCE_INTERVAL=0.05)
