@@ -1513,30 +1513,20 @@ def upsert_schedule(spec: ScheduleSpec, *, now: datetime, declared_in_settings: 
             f"wire name '{spec.wire_name[:40]}…' is {len(spec.wire_name):,} characters; "
             f"MAX_WIRE_NAME_LENGTH is {settings.max_wire_name_length:,}"
         )
+    definition = {
+        "cron": cron.canonical,
+        "wire_name": spec.wire_name,
+        "payload": spec.payload,
+        "queue": spec.queue,
+        "time_zone": spec.time_zone,
+        "catch_up": spec.catch_up,
+        "no_overlap": spec.no_overlap,
+        "declared_in_settings": declared_in_settings,
+    }
     RecurringSchedule.objects.using(_db()).update_or_create(
         schedule_id=spec.schedule_id,
-        defaults={
-            "cron": cron.canonical,
-            "wire_name": spec.wire_name,
-            "payload": spec.payload,
-            "queue": spec.queue,
-            "time_zone": spec.time_zone,
-            "catch_up": spec.catch_up,
-            "no_overlap": spec.no_overlap,
-            "declared_in_settings": declared_in_settings,
-        },
-        create_defaults={
-            "cron": cron.canonical,
-            "wire_name": spec.wire_name,
-            "payload": spec.payload,
-            "queue": spec.queue,
-            "time_zone": spec.time_zone,
-            "catch_up": spec.catch_up,
-            "no_overlap": spec.no_overlap,
-            "cursor": now,
-            "skipped_ticks": [],
-            "declared_in_settings": declared_in_settings,
-        },
+        defaults=definition,  # a redefinition keeps the cursor and the skipped ticks
+        create_defaults={**definition, "cursor": now, "skipped_ticks": []},
     )
 
 
