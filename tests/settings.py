@@ -15,8 +15,11 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEBUG = False
 INSTALLED_APPS = [
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
     "backwave_django",
     "tests.jobsapp",
 ]
@@ -24,6 +27,27 @@ INSTALLED_APPS = [
 # Worker subprocesses started by the tests get their overrides as JSON in this variable.
 BACKWAVE = json.loads(os.environ.get("BACKWAVE_TEST_SETTINGS", "{}"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ROOT_URLCONF = "tests.urls"
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 
 DATABASE = os.environ.get("BACKWAVE_TEST_DB", "postgres")
 if DATABASE == "sqlite":
