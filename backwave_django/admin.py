@@ -274,24 +274,30 @@ class JobRecordAdmin(_ReadOnlyAdmin):
     def tag_list(self, job: JobRecord) -> str:
         return format_html_join(", ", "{}", ((str(tag),) for tag in job.tags.all())) or "—"
 
-    def _sensitive(self, request: HttpRequest | None, value: Any) -> str:
-        if request is None or not can_view_sensitive(request):
-            return "Hidden: needs the “view sensitive” permission."
-        return "—" if value is None else _pretty_json(value)
+    # Payload and output: which fields are shown is decided per request (ModelAdmin instances are
+    # shared between requests and threads, so no request state is kept on ``self``).
 
-    def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
-    ) -> Any:
-        self._request = request
-        return super().change_view(request, object_id, form_url, extra_context)
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return self._fields_for(request)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return self._fields_for(request)
+
+    def _fields_for(self, request: HttpRequest) -> tuple[str, ...]:
+        sensitive = ("payload_view", "output_view") if can_view_sensitive(request) else ("sensitive_hidden",)
+        return (*self.readonly_fields[:-2], *sensitive)
 
     @admin.display(description="payload")
     def payload_view(self, job: JobRecord) -> str:
-        return self._sensitive(getattr(self, "_request", None), job.payload)
+        return "—" if job.payload is None else _pretty_json(job.payload)
 
     @admin.display(description="output")
     def output_view(self, job: JobRecord) -> str:
-        return self._sensitive(getattr(self, "_request", None), job.output)
+        return "—" if job.output is None else _pretty_json(job.output)
+
+    @admin.display(description="payload and output")
+    def sensitive_hidden(self, job: JobRecord) -> str:
+        return "Hidden: needs the “view sensitive” permission."
 
 
 def _queue_action(description: str, call: Callable[[str, str], None]) -> Callable[..., None]:
