@@ -8,11 +8,12 @@ job; ``enqueue_many([...prepare(...)])`` stores many in a few round trips per ba
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
+from django.db import router, transaction
 from django.utils import timezone
 
 from . import store
@@ -23,6 +24,7 @@ from .core.outcomes import NewJob, validate_queue_name
 from .core.states import DependencyMode, EnqueueResult
 from .core.tags import Tag, normalize_tags
 from .exceptions import EnqueueError
+from .models import JobRecord
 from .registry import P, R
 
 if TYPE_CHECKING:
@@ -30,6 +32,11 @@ if TYPE_CHECKING:
 
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
+
+#: Where application-side code (enqueues here, actions in ``operator``) reads the time: the real
+#: clock. ``backwave_django.testing`` swaps in its virtual clock while a harness is active, so that
+#: ``.enqueue()`` in the code under test stamps jobs with virtual time. Nothing else assigns it.
+clock: Callable[[], datetime] = timezone.now
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +146,30 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     settings = get_settings()
     receipts: list[EnqueueReceipt] = []
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
-        now = timezone.now()
+        now = clock()
         batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
-        results = store.enqueue_many(batch, now=now)
-        for new_job, result in zip(batch, results, strict=True):
-            if result not in (EnqueueResult.OK, EnqueueResult.DUPLICATE):
-                raise EnqueueError(result, _refusal_message(new_job, result, settings))
-            receipts.append(EnqueueReceipt(job_id=new_job.job_id, result=result))
+        # Bounds are refused before anything is written. A missing parent is only found by the
+        # store, so a batch with parents runs in a transaction the refusal rolls back.
+        for new_job in batch:
+            refused = store.check_bounds(new_job, settings)
+            if refused is not None:
+                raise EnqueueError(refused, _refusal_message(new_job, refused, settings))
+        if any(new_job.parents for new_job in batch):
+            with transaction.atomic(using=router.db_for_write(JobRecord)):
+                receipts += _receipts(batch, store.enqueue_many(batch, now=now), settings)
+        else:
+            receipts += _receipts(batch, store.enqueue_many(batch, now=now), settings)
+    return receipts
+
+
+def _receipts(
+    batch: list[NewJob], results: list[EnqueueResult], settings: BackWaveSettings
+) -> list[EnqueueReceipt]:
+    receipts = []
+    for new_job, result in zip(batch, results, strict=True):
+        if result not in (EnqueueResult.OK, EnqueueResult.DUPLICATE):
+            raise EnqueueError(result, _refusal_message(new_job, result, settings))
+        receipts.append(EnqueueReceipt(job_id=new_job.job_id, result=result))
     return receipts
 
 

@@ -1,42 +1,40 @@
 """Operator actions on the real clock, for code, shells and the admin.
 
-Each is the store operation of the same name with ``now`` taken from the clock; the store writes
-the one ``OperatorAudit`` row for an action that acted. Editing a job's payload is deliberately
-not an action.
+Each is the store operation of the same name with ``now`` taken from the clock (``client.clock``,
+which the test harness makes virtual); the store writes the one ``OperatorAudit`` row for an
+action that acted. Editing a job's payload is deliberately not an action.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from django.utils import timezone
-
-from . import store
+from . import client, store
 from .core.states import CancelResult, RequeueResult, TriggerScheduleResult
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
     """Cancel a pending job now (cascading), or ask a running one to stop."""
-    return store.cancel_job(job_id, actor=actor, now=timezone.now())
+    return store.cancel_job(job_id, actor=actor, now=client.clock())
 
 
 def requeue(job_id: uuid.UUID, *, actor: str) -> RequeueResult:
     """Run a Dead-Lettered or Quarantined job again from attempt 0."""
-    return store.requeue(job_id, actor=actor, now=timezone.now())
+    return store.requeue(job_id, actor=actor, now=client.clock())
 
 
 def pause_queue(queue: str, *, actor: str) -> None:
-    store.pause_queue(queue, actor=actor, now=timezone.now())
+    store.pause_queue(queue, actor=actor, now=client.clock())
 
 
 def resume_queue(queue: str, *, actor: str) -> None:
-    store.resume_queue(queue, actor=actor, now=timezone.now())
+    store.resume_queue(queue, actor=actor, now=client.clock())
 
 
 def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
-    store.set_concurrency_limit(queue, limit, actor=actor, now=timezone.now())
+    store.set_concurrency_limit(queue, limit, actor=actor, now=client.clock())
 
 
 def trigger_schedule(schedule_id: str, *, actor: str) -> TriggerScheduleResult:
     """Mint one instance of a schedule now (ignores no-overlap; the schedule's cursor is untouched)."""
-    return store.trigger_schedule(schedule_id, actor=actor, now=timezone.now())
+    return store.trigger_schedule(schedule_id, actor=actor, now=client.clock())

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from .client import EnqueueReceipt, JobOptions, PreparedJob
     from .context import JobContext
+    from .core.outcomes import Outcome
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,6 +44,28 @@ class PayloadError(ValueError):
     """A stored payload that does not decode or bind to its handler's signature any more."""
 
 
+class AttemptHooks(Protocol):
+    """One attempt as an adapter sees it: the context argument it supplies, and how it ended."""
+
+    @property
+    def handler_context(self) -> Any:
+        """Passed as the handler's first argument (``takes_context``) instead of the ``JobContext``."""
+
+    def finish(self, outcome: Outcome, output: Any, failure_detail: str | None) -> None:
+        """The attempt's outcome is decided (it is written afterwards, in the worker's next batch)."""
+
+
+class ExecutionHooks(Protocol):
+    """Lets another task API run its functions as BackWave jobs through the one execution path.
+
+    The Django Tasks backend (``backwave_django.tasks``) uses it to hand Django's ``TaskContext``
+    to the function and to send ``task_started`` / ``task_finished``; ``@job`` handlers have none.
+    """
+
+    def start(self, context: JobContext) -> AttemptHooks:
+        """An attempt is about to call the handler (exceptions fail the attempt like the handler's)."""
+
+
 @dataclass(frozen=True, eq=False)
 class JobDefinition(Generic[P, R]):
     """What :func:`job` returns: the function plus how its jobs are stored, queued and retried."""
@@ -53,10 +76,16 @@ class JobDefinition(Generic[P, R]):
     retry: RetryPolicy | None
     tags: tuple[Tag, ...]
     takes_context: bool
+    hooks: ExecutionHooks | None = None
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
+        """Whether the handler is ``async def``; computed once (the worker asks for every job)."""
+        cached: bool | None = self.__dict__.get("_is_async")
+        if cached is None:
+            cached = inspect.iscoroutinefunction(self.func)
+            object.__setattr__(self, "_is_async", cached)
+        return cached
 
     @property
     def signature(self) -> inspect.Signature:
@@ -202,6 +231,7 @@ def job(
     backoff: Backoff | None = ...,
     tags: Sequence[Tag] = ...,
     takes_context: Literal[False] = ...,
+    hooks: ExecutionHooks | None = ...,
 ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 @overload
 def job(
@@ -212,6 +242,7 @@ def job(
     backoff: Backoff | None = ...,
     tags: Sequence[Tag] = ...,
     takes_context: Literal[True],
+    hooks: ExecutionHooks | None = ...,
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobDefinition[P, R]]: ...
 def job(
     wire_name: str,
@@ -221,10 +252,12 @@ def job(
     backoff: Backoff | None = None,
     tags: Sequence[Tag] = (),
     takes_context: bool = False,
+    hooks: ExecutionHooks | None = None,
 ) -> Callable[[Callable[..., Any]], JobDefinition[Any, Any]]:
     """Declare a job type: ``@job("send-invoice", queue="billing", max_attempts=5)``.
 
-    The wire name is mandatory and explicit; it is the job's identity in storage.
+    The wire name is mandatory and explicit; it is the job's identity in storage. ``hooks`` is for
+    adapters such as the Django Tasks backend (see :class:`ExecutionHooks`); applications omit it.
     """
     if callable(wire_name):
         name = getattr(wire_name, "__qualname__", repr(wire_name))
@@ -257,6 +290,7 @@ def job(
             retry=retry,
             tags=default_tags,
             takes_context=takes_context,
+            hooks=hooks,
         )
         existing = _REGISTRY.get(wire_name)
         if existing is not None and _origin(existing.func) != _origin(func):

@@ -170,7 +170,8 @@ class OutcomeReport:
         object.__setattr__(
             self, "added_tags", tuple(tag_from_pair(p) for p in normalize_tags(self.added_tags))
         )
-        _require_json("output", self.output)
+        if self.output is not None:
+            _require_json("output", self.output)
 
 
 # --- Outputs ----------------------------------------------------------------------------------

@@ -2,6 +2,11 @@
 
 Sync handlers run on a thread pool, ``async def`` handlers on one event loop in its own thread.
 Whatever the handler does, exactly one :class:`Finished` comes back through ``on_finished``.
+
+Routing and the outcome rules (output limits, cancel versus failure, the retry instant) are plain
+functions below, shared by the :class:`Executor` and by :func:`run_inline`, which runs a job to
+completion on the calling thread for the test harness (``backwave_django.testing``): one execution
+path, two ways of scheduling it.
 """
 
 from __future__ import annotations
@@ -9,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import queue
 import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -22,13 +28,16 @@ from django.utils import timezone
 from ..conf import BackWaveSettings
 from ..context import JobCancelled, JobContext
 from ..core.encoding import json_size
-from ..core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, Success, Unroutable
+from ..core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, OutcomeReport, Success, Unroutable
 from ..exceptions import OutputTooLarge
-from ..registry import NotRoutable, Routed, get, route
+from ..registry import AttemptHooks, NotRoutable, Routed, get, route
 
 logger = logging.getLogger("backwave_django.worker")
 
 OPERATOR_CANCEL_CAUSE = "operator-cancel"
+
+_T = TypeVar("_T")
+_Call = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 @dataclass(slots=True)
@@ -40,6 +49,8 @@ class Running:
     started: datetime
     task: asyncio.Task[Any] | None = None
     abandoned: bool = False
+    #: The adapter's view of this attempt, when the job's definition has execution hooks.
+    attempt_hooks: AttemptHooks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +62,19 @@ class Finished:
     output: Any = None
     failure_detail: str | None = None
 
+    def report(self, worker_id: str) -> OutcomeReport:
+        """The fenced outcome write for this attempt, with the tags the handler added."""
+        claimed = self.running.claimed
+        return OutcomeReport(
+            job_id=claimed.job_id,
+            worker_id=worker_id,
+            attempt=claimed.attempt,
+            outcome=self.outcome,
+            failure_detail=self.failure_detail,
+            added_tags=self.running.context.added_tags,
+            output=self.output,
+        )
+
 
 def failure_detail(exc: BaseException) -> str:
     """``{qualified type}: {message}\\n{traceback}`` (the store truncates it to the limit)."""
@@ -60,6 +84,114 @@ def failure_detail(exc: BaseException) -> str:
     return f"{name}: {exc}\n{trace}"
 
 
+def route_claimed(running: Running) -> Routed | Finished:
+    """Bind a claimed job's payload to its handler, or the Unroutable outcome that quarantines it."""
+    claimed = running.claimed
+    routed = route(claimed.wire_name, claimed.payload)
+    if isinstance(routed, NotRoutable):
+        return Finished(running, Unroutable(reason=routed.reason))
+    return routed
+
+
+def handler_arguments(running: Running, routed: Routed) -> list[Any]:
+    """The positional arguments of the call: the context first when the job takes it.
+
+    A definition with execution hooks (a Django task, see ``registry.ExecutionHooks``) starts its
+    attempt here, right before the call, and supplies its own context argument.
+    """
+    definition = routed.definition
+    context: Any = running.context
+    if definition.hooks is not None:
+        running.attempt_hooks = definition.hooks.start(running.context)
+        context = running.attempt_hooks.handler_context
+    return [context, *routed.args] if definition.takes_context else list(routed.args)
+
+
+def settle(finished: Finished) -> Finished:
+    """Tell the attempt's execution hooks how it ended; their errors are logged, never the outcome's."""
+    attempt = finished.running.attempt_hooks
+    if attempt is not None:
+        try:
+            attempt.finish(finished.outcome, finished.output, finished.failure_detail)
+        except Exception:
+            logger.exception("Execution hooks of job %s failed", finished.running.claimed.job_id)
+    return finished
+
+
+def success(running: Running, result: Any, *, settings: BackWaveSettings, now: datetime) -> Finished:
+    """A returned value is a Success, unless it cannot be stored as the job's output (a Failure)."""
+    try:
+        size = json_size(result)
+    except (TypeError, ValueError) as exc:
+        message = f"output of job {running.claimed.job_id} is not JSON-serializable: {exc}"
+        return failure(running, TypeError(message), settings=settings, now=now)
+    if size > settings.max_output_bytes:
+        too_large = OutputTooLarge(running.claimed.job_id, size, settings.max_output_bytes)
+        return failure(running, too_large, settings=settings, now=now)
+    return Finished(running, Success(), output=result)
+
+
+def from_exception(
+    running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime
+) -> Finished:
+    """Only a cancellation after an operator's cancel request is Cancelled; anything else fails."""
+    cancelled = isinstance(exc, JobCancelled | asyncio.CancelledError)
+    if cancelled and running.context.cancel_requested:
+        return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
+    return failure(running, exc, settings=settings, now=now)
+
+
+def failure(running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime) -> Finished:
+    """A Failure due again by the job's retry policy (or the settings'); at the ceiling it dead-letters."""
+    claimed = running.claimed
+    definition = get(claimed.wire_name)
+    policy = definition.retry if definition is not None and definition.retry is not None else settings.retry
+    retry_at = policy.next_attempt_at(claimed.attempt, now)
+    return Finished(
+        running,
+        Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
+        failure_detail=failure_detail(exc),
+    )
+
+
+class JobThreads:
+    """A fixed set of threads running calls from one queue, for the sync handlers.
+
+    Leaner than ``concurrent.futures.ThreadPoolExecutor`` on the hot path: no future, lock or
+    condition per job, just a put on a C-implemented queue; the calls report their own outcome
+    (see :meth:`Executor._run_sync`), so nothing needs to wait on them. Threads are daemons:
+    :meth:`shutdown` drops calls not yet started and lets running ones finish in the background.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self.stopped = False
+        self.threads = [
+            threading.Thread(target=self._serve, name=f"backwave-job-{n}", daemon=True) for n in range(size)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, call: Callable[..., None], *args: Any) -> None:
+        self.calls.put((call, args))
+
+    def shutdown(self) -> None:
+        self.stopped = True
+        for _ in self.threads:
+            self.calls.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            item = self.calls.get()
+            if item is None or self.stopped:
+                return
+            call, args = item
+            try:
+                call(*args)
+            except BaseException:  # the calls catch their own errors; this is the last line of defence
+                logger.exception("A job thread's call failed")
+
+
 class Executor:
     """Runs handlers for the pump: threads for sync handlers, one event loop for async ones."""
 
@@ -67,27 +199,23 @@ class Executor:
         self, *, concurrency: int, settings: BackWaveSettings, on_finished: Callable[[Finished], None]
     ) -> None:
         self.settings = settings
-        self.on_finished = on_finished
-        self.threads = concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix="backwave-job"
-        )
+        # Every outcome passes its attempt's execution hooks (if any) on the way to the pump.
+        self.on_finished: Callable[[Finished], None] = lambda finished: on_finished(settle(finished))
+        self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
         self.loop_thread.start()
 
     def start(self, running: Running) -> None:
-        claimed = running.claimed
-        routed = route(claimed.wire_name, claimed.payload)
-        if isinstance(routed, NotRoutable):
-            self.on_finished(Finished(running, Unroutable(reason=routed.reason)))
+        routed = route_claimed(running)
+        if isinstance(routed, Finished):
+            self.on_finished(routed)
             return
         if routed.definition.is_async:
             future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
             future.add_done_callback(lambda f: self._crashed(running, f))
         else:
-            self.threads.submit(self._run_sync, running, routed).add_done_callback(
-                lambda f: self._crashed(running, f)
-            )
+            self.threads.submit(self._run_sync, running, routed)
 
     def cancel(self, running: Running) -> None:
         """Deliver a cancel request: raise the flag, and cancel an async handler's task."""
@@ -102,64 +230,86 @@ class Executor:
             logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
             self.on_finished(self._failure(running, exc))
 
-    def _args(self, running: Running, routed: Routed) -> list[Any]:
-        return [running.context, *routed.args] if routed.definition.takes_context else list(routed.args)
-
     def _run_sync(self, running: Running, routed: Routed) -> None:
+        try:
+            finished = self._call_sync(running, routed)
+        except BaseException as exc:  # a bug in the wrapper itself: never leave the job without an outcome
+            logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
+            finished = self._failure(running, exc)
+        self.on_finished(finished)
+
+    def _call_sync(self, running: Running, routed: Routed) -> Finished:
         close_old_connections()
         try:
-            result = routed.definition.func(*self._args(running, routed), **routed.kwargs)
+            result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
         except BaseException as exc:
-            self.on_finished(self._from_exception(running, exc))
+            return self._from_exception(running, exc)
         else:
-            self.on_finished(self._success(running, result))
+            return self._success(running, result)
         finally:
             close_old_connections()
 
     async def _run_async(self, running: Running, routed: Routed) -> None:
-        coroutine = routed.definition.func(*self._args(running, routed), **routed.kwargs)
-        running.task = asyncio.ensure_future(coroutine)
-        if running.context.cancel_requested:
-            running.task.cancel()
+        # Execution hooks may use the ORM, which Django refuses on an event loop: run them on a thread.
+        hooked = routed.definition.hooks is not None
         try:
+            if hooked:
+                arguments = await self._off_loop(handler_arguments, running, routed)
+            else:
+                arguments = handler_arguments(running, routed)
+            running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
+            if running.context.cancel_requested:
+                running.task.cancel()
             result = await running.task
         except BaseException as exc:
-            self.on_finished(self._from_exception(running, exc))
+            finished = self._from_exception(running, exc)
         else:
-            self.on_finished(self._success(running, result))
+            finished = self._success(running, result)
+        if hooked:
+            await self._off_loop(self.on_finished, finished)
+        else:
+            self.on_finished(finished)
+
+    async def _off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
+        """Await ``function(*args)`` run on a job thread, with the connection checks of a sync job."""
+
+        def call() -> _T:
+            close_old_connections()
+            try:
+                return function(*args)
+            finally:
+                close_old_connections()
+
+        return await self.loop.run_in_executor(None, call)
 
     def _success(self, running: Running, result: Any) -> Finished:
-        try:
-            size = json_size(result)
-        except (TypeError, ValueError) as exc:
-            message = f"output of job {running.claimed.job_id} is not JSON-serializable: {exc}"
-            return self._failure(running, TypeError(message))
-        if size > self.settings.max_output_bytes:
-            too_large = OutputTooLarge(running.claimed.job_id, size, self.settings.max_output_bytes)
-            return self._failure(running, too_large)
-        return Finished(running, Success(), output=result)
+        return success(running, result, settings=self.settings, now=timezone.now())
 
     def _from_exception(self, running: Running, exc: BaseException) -> Finished:
-        cancelled = isinstance(exc, JobCancelled | asyncio.CancelledError)
-        if cancelled and running.context.cancel_requested:
-            return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
-        return self._failure(running, exc)
+        return from_exception(running, exc, settings=self.settings, now=timezone.now())
 
     def _failure(self, running: Running, exc: BaseException) -> Finished:
-        claimed = running.claimed
-        definition = get(claimed.wire_name)
-        policy = (
-            definition.retry
-            if definition is not None and definition.retry is not None
-            else self.settings.retry
-        )
-        retry_at = policy.next_attempt_at(claimed.attempt, timezone.now())
-        return Finished(
-            running,
-            Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
-            failure_detail=failure_detail(exc),
-        )
+        return failure(running, exc, settings=self.settings, now=timezone.now())
 
     def shutdown(self) -> None:
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.threads.shutdown()
         self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def run_inline(running: Running, *, settings: BackWaveSettings, now: datetime) -> Finished:
+    """Route and run one claimed job to completion on the calling thread; ``now`` stamps a retry.
+
+    The test harness's pump: the same routing and outcome rules as the :class:`Executor`, without
+    its threads. An ``async def`` handler runs under ``asyncio.run``, so this must not be called
+    from a running event loop.
+    """
+    routed = route_claimed(running)
+    if isinstance(routed, Finished):
+        return routed
+    try:
+        result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
+        if routed.definition.is_async:
+            result = asyncio.run(result)
+    except BaseException as exc:
+        return settle(from_exception(running, exc, settings=settings, now=now))
+    return settle(success(running, result, settings=settings, now=now))

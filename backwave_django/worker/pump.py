@@ -37,11 +37,12 @@ from .. import store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.dispatch import Dispatch
-from ..core.outcomes import ClaimedJob, Failure, OutcomeReport, Success
-from ..core.states import OutcomeResult, TerminalStateClass
-from ..models import JobRecord, QueueSettings
+from ..core.outcomes import ClaimedJob, Failure, Success
+from ..core.states import OutcomeResult
+from ..models import JobRecord
 from .execution import Executor, Finished, Running
 from .hints import HintListener
+from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -53,8 +54,6 @@ OUTCOME_LINGER_SECONDS = 0.005
 CLAIM_LINGER_SECONDS = 0.020
 #: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
 STALE_WORKER_HEARTBEATS = 5
-#: Expiry sweeps and purges repeat while they come back full, up to this many batches per tick.
-MAX_MAINTENANCE_BATCHES = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,42 +178,12 @@ class Worker:
         )
 
     def _apply_queue_settings(self) -> None:
-        """``BACKWAVE["QUEUES"]`` limits win over the admin's; applied (and audited) when they differ."""
-        for queue_name, options in self.settings.queues.items():
-            if "concurrency_limit" not in options:
-                continue
-            limit = options["concurrency_limit"]
-            current = (
-                QueueSettings.objects.using(self.using)
-                .filter(queue=queue_name)
-                .values_list("concurrency_limit", flat=True)
-            )
-            if list(current) != [limit]:
-                store.set_concurrency_limit(queue_name, limit, actor="settings", now=timezone.now())
+        apply_queue_settings(self.settings, now=timezone.now())
 
     def _sync_schedules(self) -> None:
-        """Upsert ``BACKWAVE["SCHEDULES"]`` (the cursor of an existing schedule is kept)."""
-        from ..core.outcomes import ScheduleSpec
-        from ..core.states import CatchUp
-        from ..registry import get
-
-        for schedule_id, options in self.settings.schedules.items():
-            definition = get(options["job"])
-            spec = ScheduleSpec(
-                schedule_id=schedule_id,
-                cron=options["cron"],
-                wire_name=options["job"],
-                payload={"args": list(options.get("args", [])), "kwargs": dict(options.get("kwargs", {}))},
-                queue=options.get("queue") or (definition.queue if definition else "default"),
-                time_zone=options.get("time_zone"),
-                catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
-                no_overlap=bool(options.get("no_overlap", False)),
-            )
-            store.upsert_schedule(spec, now=timezone.now(), declared_in_settings=True)
-        if self.settings.prune_schedules:
-            removed = store.prune_settings_schedules(self.settings.schedules)
-            if removed:
-                logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
+        removed = sync_schedules(self.settings, now=timezone.now())
+        if removed:
+            logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
 
     def _should_exit(self, claimed: int) -> bool:
         idle = not self.running and not self.outbox and self.finished.empty()
@@ -339,18 +308,7 @@ class Worker:
             return
         batch = self.outbox
         now = timezone.now()
-        reports = [
-            OutcomeReport(
-                job_id=f.running.claimed.job_id,
-                worker_id=self.worker_id,
-                attempt=f.running.claimed.attempt,
-                outcome=f.outcome,
-                failure_detail=f.failure_detail,
-                added_tags=f.running.context.added_tags,
-                output=f.output,
-            )
-            for f in batch
-        ]
+        reports = [finished.report(self.worker_id) for finished in batch]
         results = store.report_outcomes(reports, now=now)
         self.outbox = []
         for finished, result in zip(batch, results, strict=True):
@@ -422,32 +380,14 @@ class Worker:
 
     def _maintenance(self) -> None:
         now = timezone.now()
-        reclaimed = 0
-        for _ in range(MAX_MAINTENANCE_BATCHES):
-            swept = store.expire_leases(now=now, queues=list(self.queues), retry=self.settings.retry)
-            reclaimed += swept
-            if swept < 32:
-                break
-        if reclaimed:
-            logger.info("Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, reclaimed)
-        minted = store.mint_due(now=now)
-        if minted:
-            logger.debug("Minted %d scheduled job(s)", minted)
+        tick = maintenance_tick(self.settings, queues=self.queues, now=now)
+        if tick.reclaimed:
+            logger.info(
+                "Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, tick.reclaimed
+            )
+        if tick.minted:
+            logger.debug("Minted %d scheduled job(s)", tick.minted)
             self.hinted = True  # claim them now, not at the next poll
-        retention = (
-            (TerminalStateClass.SUCCEEDED_OR_CANCELLED, self.settings.retention_succeeded_or_cancelled),
-            (
-                TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED,
-                self.settings.retention_dead_lettered_or_quarantined,
-            ),
-        )
-        for state_class, keep in retention:
-            if keep is None:
-                continue
-            for _ in range(MAX_MAINTENANCE_BATCHES):
-                purged = store.purge_terminal(state_class, terminal_before=now - keep)
-                if purged < self.settings.max_purge_batch:
-                    break
         stale = self.settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
         store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from backwave_django import JobContext, job
 
+from . import harness_jobs  # noqa: F401  (the virtual-time harness tests' jobs register here too)
+
 
 def _mark(path: str | None, token: str) -> None:
     if path:

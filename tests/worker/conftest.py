@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,8 +74,14 @@ class Workers:
 
     def start(self, *args: str, **settings: Any) -> subprocess.Popen[str]:
         log = (self.tmp_path / f"worker-{len(self.processes)}.log").open("w")
+        # Its own process group, so that stop_all also reaches the children of a --processes supervisor.
         process = subprocess.Popen(
-            self.command(*args), env=self.env(**settings), stdout=log, stderr=subprocess.STDOUT, text=True
+            self.command(*args),
+            env=self.env(**settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
         self.processes.append(process)
         return process
@@ -83,10 +90,11 @@ class Workers:
         return (self.tmp_path / f"worker-{index}.log").read_text()
 
     def stop_all(self) -> None:
+        """SIGKILL every worker started here and whatever children they left (a supervisor's)."""
         for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait(10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -304,12 +304,14 @@ def test_a_lost_lease_is_abandoned_and_its_result_never_reported(workers, tmp_pa
     wait_for(lambda: _marks(marker), what="the job to start")
     # Another node takes the job over: its lease lapses (forced here), a sweep reschedules it, a
     # thief claims attempt 2. The first worker's next heartbeat finds the lease gone.
+    # One transaction, so the worker's own sweep and claims cannot step in between.
     now = timezone.now()
-    JobRecord.objects.filter(job_id=job_id).update(lease_expiry=now)
-    assert store.expire_leases(now=now, queues=["slow"], retry=RetryPolicy(backoff=[0])) == 1
-    [stolen] = store.claim(
-        worker_id="thief", queues=["slow"], max_jobs=1, lease_duration=timedelta(minutes=5), now=now
-    )
+    with transaction.atomic():
+        JobRecord.objects.filter(job_id=job_id).update(lease_expiry=now)
+        assert store.expire_leases(now=now, queues=["slow"], retry=RetryPolicy(backoff=[0])) == 1
+        [stolen] = store.claim(
+            worker_id="thief", queues=["slow"], max_jobs=1, lease_duration=timedelta(minutes=5), now=now
+        )
     assert stolen.attempt == 2
     wait_for(lambda: "lost; abandoning it" in workers.log(0), what="the lease loss to be noticed")
     time.sleep(2.5)  # past the handler's own duration: whatever it did, nothing may be reported
@@ -323,7 +325,13 @@ def test_maintenance_purges_by_retention_and_applies_queue_settings(workers):
     from backwave_django.models import OperatorAudit, QueueSettings
 
     job_id = jobs.echo.enqueue().job_id
-    retention = {"RETENTION": {"SUCCEEDED_OR_CANCELLED": 0}, "QUEUES": {"default": {"concurrency_limit": 7}}}
+    # Maintenance runs on a worker's first pass; the long interval keeps a slow first run from
+    # purging the job before it is checked.
+    retention = {
+        "RETENTION": {"SUCCEEDED_OR_CANCELLED": 0},
+        "QUEUES": {"default": {"concurrency_limit": 7}},
+        "MAINTENANCE_INTERVAL": 3600,
+    }
     assert workers.run("--burst", "--queues", "default", **retention).returncode == 0
     assert _state(job_id) == JobState.SUCCEEDED
     assert workers.run("--burst", "--queues", "default", **retention).returncode == 0

@@ -1,0 +1,670 @@
+"""The virtual-time harness: run your jobs, their retries and your schedules inside a test.
+
+The store never reads a clock (every operation takes ``now``), so a harness that owns ``now`` can
+drive the real store, on the test database, through a week of schedules in milliseconds:
+
+* while a harness is active, ``client.clock`` (which ``.enqueue()`` and ``operator`` read) is the
+  harness's virtual clock;
+* its pump claims due jobs one at a time as worker ``test-node`` and runs them on the calling
+  thread with :func:`backwave_django.worker.execution.run_inline`, the worker's own routing and
+  outcome rules, then reports each outcome through the fenced ``store.report_outcome``;
+* moving the clock steps through every instant at which something happens (a job or a retry comes
+  due, a schedule ticks, a lease expires), running maintenance and the due jobs at each one, so
+  every tick is minted fresh, exactly as a worker that never slept would have minted it.
+
+Handlers run synchronously, one at a time, in the order they come due. ``timezone.now()`` inside
+your own code is not moved; only backwave's clock is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, connections, router, transaction
+from django.db.models import Min
+
+from .. import client, store
+from ..conf import BackWaveSettings, get_settings
+from ..context import JobContext
+from ..core import planner
+from ..core.encoding import require_aware
+from ..core.outcomes import ClaimedJob, Failure, ScheduleSpec, Success, Unroutable
+from ..core.states import CatchUp, JobState, OutcomeResult
+from ..core.tags import Tag, normalize_tags
+from ..models import JobRecord, RecurringSchedule
+from ..registry import JobDefinition, get
+from ..worker.execution import Finished, Running, run_inline
+from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_schedules
+from .snapshots import JobSnapshot, ScheduleSnapshot, read_jobs, read_schedules
+
+#: Where virtual time starts unless told otherwise (the reference harness's epoch).
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+#: The worker id the harness claims as; it appears as the actor of claims and outcomes.
+WORKER_ID = "test-node"
+#: Default bound on the jobs one call may run, so a job that re-enqueues itself cannot hang a test.
+DEFAULT_MAX_JOBS = 10_000
+#: At most this many pump passes at one instant (schedules resolve at most 32 ticks per pass).
+MAX_PASSES_PER_INSTANT = 1_000
+#: How many jobs an assertion message lists before it says "and N more".
+LISTED_JOBS = 20
+
+_NON_TERMINAL = [s.value for s in JobState if not s.is_terminal]
+
+
+class HarnessLimitExceeded(RuntimeError):
+    """A harness call hit its bound: too many jobs, or work still pending when ``drain`` gave up."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a harness call did: attempts by outcome, and instances minted by schedules."""
+
+    succeeded: int = 0
+    #: Attempts that failed with a retry left (the job is Scheduled again, due after its backoff).
+    retried: int = 0
+    dead_lettered: int = 0
+    cancelled: int = 0
+    quarantined: int = 0
+    minted: int = 0
+
+    @property
+    def ran(self) -> int:
+        """Attempts run (every outcome counted above except ``minted``)."""
+        return self.succeeded + self.retried + self.dead_lettered + self.cancelled + self.quarantined
+
+    def __add__(self, other: RunSummary) -> RunSummary:
+        return RunSummary(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+_active: BackWaveHarness | None = None
+
+
+class _HarnessContext(JobContext):
+    """A :class:`JobContext` whose every cancel check is a heartbeat at virtual ``now``.
+
+    A worker delivers cancel requests with its periodic heartbeats; the harness has no periods, so
+    it makes the round trip whenever the handler looks. From inside an ``async def`` handler the
+    database cannot be reached synchronously, so there the last delivered flag is all it sees.
+    """
+
+    def __init__(self, harness: BackWaveHarness, claimed: ClaimedJob) -> None:
+        super().__init__(
+            job_id=claimed.job_id, attempt=claimed.attempt, wire_name=claimed.wire_name, queue=claimed.queue
+        )
+        self._harness = harness
+
+    @property
+    def cancel_requested(self) -> bool:
+        self._deliver_cancel()
+        return super().cancel_requested
+
+    def raise_if_cancelled(self) -> None:
+        self._deliver_cancel()
+        super().raise_if_cancelled()
+
+    def _deliver_cancel(self) -> None:
+        if super().cancel_requested or _in_event_loop():
+            return
+        beats = store.heartbeat(
+            worker_id=WORKER_ID,
+            job_ids=[self.job_id],
+            lease_duration=get_settings().lease_duration,
+            now=self._harness.now,
+        )
+        if beats and beats[0].cancel_requested:
+            self.request_cancel()
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class BackWaveHarness:
+    """Virtual time and a synchronous pump over the real store, for testing your own jobs.
+
+    Use it as a context manager (or through the ``backwave`` pytest fixture)::
+
+        with BackWaveHarness(start=datetime(2026, 3, 1, tzinfo=UTC)) as bw:
+            send_invoice.enqueue("o-1")
+            bw.run_until_idle()
+            bw.assert_enqueued(send_invoice, args=["o-1"], state=JobState.SUCCEEDED)
+
+    ``queues`` limits the queues served (default: every queue). ``retention=True`` purges terminal
+    jobs by the ``RETENTION`` settings as time passes; it is off by default so that assertions can
+    see every job. ``max_jobs`` bounds the attempts one call may run.
+    """
+
+    def __init__(
+        self,
+        *,
+        start: datetime = DEFAULT_START,
+        queues: Sequence[str] | None = None,
+        retention: bool = False,
+        max_jobs: int = DEFAULT_MAX_JOBS,
+    ) -> None:
+        require_aware("start", start)
+        if queues is not None and (isinstance(queues, str) or not all(isinstance(q, str) for q in queues)):
+            raise TypeError(f"queues must be a list of queue names, got {queues!r}")
+        if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
+            raise ValueError(f"max_jobs must be a positive int, got {max_jobs!r}")
+        self._now = start
+        self._queues = None if queues is None else list(dict.fromkeys(queues))
+        self._retention = retention
+        self._max_jobs = max_jobs
+        self._saved_clock: Callable[[], datetime] | None = None
+        self._applied_settings: BackWaveSettings | None = None
+        self._running: JobContext | None = None
+
+    # --- Lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> BackWaveHarness:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Put application code on the virtual clock and apply the settings, as a worker start does."""
+        global _active
+        if _active is not None:
+            raise RuntimeError(
+                "Another BackWaveHarness is active; the clock it installs is process-wide, so use one "
+                "harness at a time (stop the other first)."
+            )
+        _active = self
+        self._saved_clock = client.clock
+        client.clock = self._read_clock
+        try:
+            self._apply_settings()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Give application code the real clock back."""
+        global _active
+        if _active is self:
+            if self._saved_clock is not None:
+                client.clock = self._saved_clock
+            self._saved_clock = None
+            _active = None
+
+    def _read_clock(self) -> datetime:
+        return self._now
+
+    @property
+    def now(self) -> datetime:
+        """The virtual instant: what ``.enqueue()``, ``operator`` actions and the pump use as now."""
+        return self._now
+
+    # --- Moving time and running jobs -----------------------------------------------------------
+
+    def run_until_idle(self, *, max_jobs: int | None = None) -> RunSummary:
+        """Run maintenance and every job due at ``now`` (and what they make due), without moving time.
+
+        Jobs enqueued by running jobs, released dependents and immediate retries run too; retries
+        with a backoff wait for the clock. Raises ``HarnessLimitExceeded`` past ``max_jobs``.
+        """
+        self._require_idle_pump("run_until_idle")
+        return self._pump_instant(self._budget(max_jobs))[0]
+
+    def run_next(self) -> JobSnapshot | None:
+        """Run the one job due first (after maintenance at ``now``); its snapshot, or None if none is due."""
+        self._require_idle_pump("run_next")
+        self._apply_settings()
+        self._maintenance()
+        ran = self._run_one()
+        return None if ran is None else self.job(ran[0])
+
+    def advance(self, delta: timedelta) -> RunSummary:
+        """Move the clock forward by ``delta``, stopping at every instant where something happens.
+
+        At each instant (a job or retry due, a schedule tick, a lease expiry) it runs maintenance and
+        every due job, so schedule ticks are minted on time and retries run at their backoff instants.
+        Finally the clock is set to exactly ``now + delta`` and pumped once more.
+        """
+        if not isinstance(delta, timedelta):
+            raise TypeError(f"advance takes a timedelta, got {delta!r}")
+        if delta < timedelta(0):
+            raise ValueError(f"virtual time only moves forward; advance got {delta}")
+        return self.advance_to(self._now + delta)
+
+    def advance_to(self, instant: datetime) -> RunSummary:
+        """Move the clock forward to ``instant`` (an aware datetime), as :meth:`advance` does."""
+        self._require_idle_pump("advance_to")
+        require_aware("instant", instant)
+        if instant < self._now:
+            raise ValueError(
+                f"virtual time only moves forward: now is {self._now.isoformat()}, got {instant.isoformat()}"
+            )
+        budget = self._budget(None)
+        summary, upcoming = self._pump_instant(budget)
+        while upcoming is not None and upcoming <= instant:
+            self._now = upcoming
+            more, upcoming = self._pump_instant(budget - summary.ran)
+            summary += more
+        if self._now != instant:
+            self._now = instant
+            summary += self._pump_instant(budget - summary.ran)[0]
+        return summary
+
+    def drain(self, *, within: timedelta = timedelta(days=1), max_jobs: int | None = None) -> RunSummary:
+        """Run until no job is pending, jumping the clock to each next due instant (retries, delays).
+
+        Stops at the first instant where every job is terminal, so future schedule ticks do not
+        keep it going. Raises ``HarnessLimitExceeded`` if work is still pending ``within`` from now
+        (say, a paused queue, or a job delayed for longer) or past ``max_jobs``.
+        """
+        self._require_idle_pump("drain")
+        if not isinstance(within, timedelta) or within < timedelta(0):
+            raise ValueError(f"within must be a non-negative timedelta, got {within!r}")
+        deadline = self._now + within
+        budget = self._budget(max_jobs)
+        summary, upcoming = self._pump_instant(budget)
+        while self._pending().exists():
+            if upcoming is None or upcoming > deadline:
+                pending = [j for j in read_jobs({"state__in": _NON_TERMINAL}) if self._serves(j.queue)]
+                raise HarnessLimitExceeded(
+                    f"drain gave up at {self._now.isoformat()}: {len(pending)} job(s) still pending and "
+                    + (
+                        "nothing will happen by itself (a paused or unserved queue, or a full one?)"
+                        if upcoming is None
+                        else f"the next activity is at {upcoming.isoformat()}, past {deadline.isoformat()}"
+                    )
+                    + f" (within={within}).\n"
+                    + _listing(pending)
+                )
+            self._now = upcoming
+            more, upcoming = self._pump_instant(budget - summary.ran)
+            summary += more
+        return summary
+
+    def next_activity(self) -> datetime | None:
+        """The next instant after ``now`` at which something happens by itself, or None.
+
+        That is the earliest of: a Scheduled job coming due (in a served queue), a lease expiring, a
+        schedule's next tick. A schedule with ticks still unresolved at ``now`` counts as ``now``.
+        """
+        using = _db()
+        due = self._served(
+            JobRecord.objects.using(using).filter(state=JobState.SCHEDULED, due_time__gt=self._now)
+        ).aggregate(first=Min("due_time"))["first"]
+        expiry = (
+            JobRecord.objects.using(using)
+            .filter(state=JobState.LEASED, lease_expiry__gt=self._now)
+            .aggregate(first=Min("lease_expiry"))["first"]
+        )
+        candidates = [t for t in (due, expiry) if t is not None]
+        for cron, time_zone, cursor in RecurringSchedule.objects.using(using).values_list(
+            "cron", "time_zone", "cursor"
+        ):
+            try:
+                tick = planner.resolve(cron, time_zone)(cursor)
+            except ValueError:
+                continue  # a poisoned schedule never mints
+            if tick is not None:
+                candidates.append(max(tick, self._now))
+        later = [t for t in candidates if t >= self._now]
+        return min(later) if later else None
+
+    # --- Schedules ------------------------------------------------------------------------------
+
+    def upsert_schedule(
+        self,
+        schedule_id: str,
+        job: JobDefinition[Any, Any] | str,
+        cron: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+        time_zone: str | None = None,
+        catch_up: CatchUp = CatchUp.SKIP,
+        no_overlap: bool = False,
+    ) -> ScheduleSnapshot:
+        """Create or redefine a schedule at virtual ``now``: only ticks after it mint.
+
+        This is ``store.upsert_schedule`` with the payload built from ``args`` and ``kwargs``, which
+        are checked against the job's signature as an enqueue would check them.
+        """
+        definition = _definition(job)
+        payload = definition.encode(tuple(args), dict(kwargs or {}))
+        store.upsert_schedule(
+            ScheduleSpec(
+                schedule_id=schedule_id,
+                cron=cron,
+                wire_name=definition.wire_name,
+                payload=payload,
+                queue=queue or definition.queue,
+                time_zone=time_zone,
+                catch_up=catch_up,
+                no_overlap=no_overlap,
+            ),
+            now=self._now,
+        )
+        return next(s for s in self.schedules() if s.schedule_id == schedule_id)
+
+    def schedules(self) -> list[ScheduleSnapshot]:
+        """Every recurring schedule (declared in settings or upserted), with its cursor and next tick."""
+        return read_schedules()
+
+    # --- Reading jobs ---------------------------------------------------------------------------
+
+    def job(self, job_id: uuid.UUID) -> JobSnapshot:
+        """A snapshot of one job; ``LookupError`` if it does not exist (or was purged)."""
+        if not isinstance(job_id, uuid.UUID):
+            raise TypeError(f"job_id must be a uuid.UUID (receipt.job_id), got {job_id!r}")
+        found = read_jobs({"job_id": job_id})
+        if not found:
+            raise LookupError(f"no job {job_id} in the store (never enqueued, rolled back, or purged)")
+        return found[0]
+
+    def jobs(
+        self,
+        job: JobDefinition[Any, Any] | str | None = None,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        schedule_id: str | None = None,
+    ) -> list[JobSnapshot]:
+        """Snapshots of the jobs matching every filter given, in enqueue order."""
+        filters: dict[str, Any] = {}
+        if job is not None:
+            filters["wire_name"] = _wire_name(job)
+        if state is not None:
+            filters["state"] = JobState(state)
+        if queue is not None:
+            filters["queue"] = queue
+        if schedule_id is not None:
+            filters["schedule_id"] = schedule_id
+        return read_jobs(filters)
+
+    # --- Assertions -----------------------------------------------------------------------------
+
+    def assert_enqueued(
+        self,
+        job: JobDefinition[Any, Any] | str,
+        *,
+        args: Sequence[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        count: int | None = None,
+        state: JobState | None = None,
+        queue: str | None = None,
+        tags: Sequence[Tag] | None = None,
+    ) -> list[JobSnapshot]:
+        """Assert that jobs of this type exist, matching what is given; returns the matches.
+
+        ``args`` and ``kwargs`` must equal the call's exactly; ``tags`` must all be present.
+        Without ``count`` at least one must match, with it exactly that many. Jobs are matched in
+        any state unless ``state`` is given. The failure message lists every job in the store.
+        """
+        wire_name = _wire_name(job)
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            raise ValueError(f"count must be an int >= 0, got {count!r}")
+        wanted_tags = set(normalize_tags(tags or ()))
+        candidates = self.jobs(wire_name, state=state, queue=queue)
+        matches = [
+            j
+            for j in candidates
+            if (args is None or j.args == list(args))
+            and (kwargs is None or j.kwargs == dict(kwargs))
+            and wanted_tags <= set(normalize_tags(j.tags))
+        ]
+        if (count is None and matches) or (count is not None and len(matches) == count):
+            return matches
+        criteria = [f"{wire_name!r}"]
+        for name, value in (("args", args), ("kwargs", kwargs), ("queue", queue), ("tags", tags)):
+            if value is not None:
+                criteria.append(f"{name}={_plain(value)!r}")
+        if state is not None:
+            criteria.append(f"state={JobState(state).label}")
+        expected = "at least 1" if count is None else f"exactly {count}"
+        raise AssertionError(
+            f"expected {expected} job(s) matching {', '.join(criteria)}; found {len(matches)}.\n"
+            + _listing(read_jobs({}), empty="The store holds no jobs at all.")
+        )
+
+    def assert_no_jobs(
+        self, job: JobDefinition[Any, Any] | str | None = None, *, state: JobState | None = None
+    ) -> None:
+        """Assert that no job (of this type, in this state) exists; the message lists those that do."""
+        found = self.jobs(job, state=state)
+        if found:
+            what = "jobs" if job is None else f"{_wire_name(job)!r} jobs"
+            if state is not None:
+                what += f" in state {JobState(state).label}"
+            raise AssertionError(f"expected no {what}; found {len(found)}.\n" + _listing(found))
+
+    # --- The pump -------------------------------------------------------------------------------
+
+    def _require_idle_pump(self, verb: str) -> None:
+        if self._running is not None:
+            raise RuntimeError(
+                f"{verb}() was called from inside a running job ({self._running!r}); the harness runs "
+                "jobs one at a time on the test's thread, so move time from the test, not from a handler."
+            )
+        if _in_event_loop():
+            raise RuntimeError(
+                f"{verb}() was called from a running event loop; the harness is synchronous (it uses "
+                "the ORM and runs async handlers with asyncio.run), so call it from synchronous test code."
+            )
+
+    def _budget(self, max_jobs: int | None) -> int:
+        if max_jobs is None:
+            return self._max_jobs
+        if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
+            raise ValueError(f"max_jobs must be a positive int, got {max_jobs!r}")
+        return max_jobs
+
+    def _pump_instant(self, budget: int) -> tuple[RunSummary, datetime | None]:
+        """Everything that happens at ``now``: settings, maintenance, then due jobs until none is due.
+
+        Returns what it did and the next activity after ``now`` (see :meth:`next_activity`).
+        """
+        summary = RunSummary()
+        for _ in range(MAX_PASSES_PER_INSTANT):
+            self._apply_settings()
+            summary += RunSummary(minted=self._maintenance())
+            while (ran := self._run_one(budget - summary.ran)) is not None:
+                summary += ran[1]
+            upcoming = self.next_activity()
+            if upcoming != self._now:
+                return summary, upcoming
+        raise HarnessLimitExceeded(
+            f"still busy after {MAX_PASSES_PER_INSTANT} passes at {self._now.isoformat()}: a schedule "
+            "keeps producing ticks at this instant"
+        )
+
+    def _run_one(self, budget: int | None = None) -> tuple[uuid.UUID, RunSummary] | None:
+        """Claim the job due first (across the served queues) and run it; None when nothing is due.
+
+        With ``budget`` (attempts this call may still run) at 0, a due job raises instead.
+        """
+        if budget is not None and budget <= 0:
+            if not self._due().exists():
+                return None
+            raise HarnessLimitExceeded(
+                f"the job budget (max_jobs) ran out at {self._now.isoformat()} with jobs still due; a job "
+                "may be re-enqueuing itself. Raise max_jobs if this much work is expected.\n"
+                + _listing(read_jobs({"state__in": _NON_TERMINAL}))
+            )
+        claimed = self._claim()
+        if claimed is None:
+            return None
+        context = _HarnessContext(self, claimed)
+        running = Running(claimed=claimed, context=context, started=self._now)
+        finished = self._execute(running)
+        result = store.report_outcome(finished.report(WORKER_ID), now=self._now)
+        if result is not OutcomeResult.APPLIED:
+            raise RuntimeError(
+                f"the outcome of {claimed.wire_name} {claimed.job_id} (attempt {claimed.attempt}) was "
+                "fenced off: its lease was lost while it ran, which virtual time never does by itself. "
+                "Did the handler requeue or re-claim its own job?"
+            )
+        return claimed.job_id, _summarise(finished)
+
+    def _claim(self) -> ClaimedJob | None:
+        """Lease the due job with the earliest (due time, sequence), skipping paused or full queues."""
+        due = self._due()
+        blocked: list[str] = []
+        while True:
+            queue = (
+                due.exclude(queue__in=blocked)
+                .order_by("due_time", "sequence")
+                .values_list("queue", flat=True)
+                .first()
+            )
+            if queue is None:
+                return None
+            claimed = store.claim(
+                worker_id=WORKER_ID,
+                queues=[queue],
+                max_jobs=1,
+                lease_duration=get_settings().lease_duration,
+                now=self._now,
+            )
+            if claimed:
+                return claimed[0]
+            blocked.append(queue)  # paused, or at its concurrency limit
+
+    def _execute(self, running: Running) -> Finished:
+        """Run one attempt with the worker's execution rules.
+
+        Inside a test's transaction the attempt runs in a savepoint: a database error in the handler
+        would otherwise leave the transaction unusable (Django refuses further queries, PostgreSQL
+        every statement), including the outcome's write. A broken attempt's writes are rolled back.
+        """
+        using = _db()
+        protect = connections[using].in_atomic_block
+        finished: Finished | None = None
+        self._running = running.context
+        try:
+            with transaction.atomic(using=using) if protect else nullcontext():
+                finished = run_inline(running, settings=get_settings(), now=self._now)
+        except DatabaseError:
+            if finished is None:
+                raise
+            # Raised on leaving the block: the savepoint could not be released, so atomic rolled
+            # back to it; the attempt's outcome (a failure naming the handler's error) stands.
+        finally:
+            self._running = None
+        assert finished is not None
+        return finished
+
+    def _served(self, queryset: Any) -> Any:
+        return queryset if self._queues is None else queryset.filter(queue__in=self._queues)
+
+    def _serves(self, queue: str) -> bool:
+        return self._queues is None or queue in self._queues
+
+    def _due(self) -> Any:
+        """Scheduled jobs due at ``now`` in the served queues."""
+        return self._served(
+            JobRecord.objects.using(_db()).filter(state=JobState.SCHEDULED, due_time__lte=self._now)
+        )
+
+    def _pending(self) -> Any:
+        """Jobs not yet terminal in the served queues: what ``drain`` waits for."""
+        return self._served(JobRecord.objects.using(_db()).filter(state__in=_NON_TERMINAL))
+
+    # --- What a worker does at start and on its maintenance tick, on the virtual clock ------------
+
+    def _apply_settings(self) -> None:
+        """Apply ``QUEUES`` limits and ``SCHEDULES`` whenever the settings (re)load, like a worker start.
+
+        Settings changed mid-test (pytest-django's ``settings`` fixture) take effect at the next
+        pump, as if the worker had been restarted with them.
+        """
+        settings = get_settings()
+        if settings is self._applied_settings:
+            return
+        apply_queue_settings(settings, now=self._now)
+        sync_schedules(settings, now=self._now)
+        self._applied_settings = settings
+
+    def _maintenance(self) -> int:
+        """Expire leases, mint due schedule ticks and (if enabled) purge by retention; returns minted."""
+        tick = maintenance_tick(
+            get_settings(),
+            queues=self._queues if self._queues is not None else _leased_queues(),
+            now=self._now,
+            retention=self._retention,
+            max_batches=None,
+        )
+        return tick.minted
+
+
+# --- Helpers ----------------------------------------------------------------------------------------
+
+
+def _db() -> str:
+    return router.db_for_write(JobRecord)
+
+
+def _leased_queues() -> list[str]:
+    return sorted(
+        set(
+            JobRecord.objects.using(_db())
+            .filter(state=JobState.LEASED)
+            .values_list("queue", flat=True)
+            .distinct()
+        )
+    )
+
+
+def _summarise(finished: Finished) -> RunSummary:
+    """Count one applied outcome under the state it led to."""
+    outcome = finished.outcome
+    if isinstance(outcome, Success):
+        return RunSummary(succeeded=1)
+    if isinstance(outcome, Failure):
+        return RunSummary(retried=1) if outcome.next_due_time is not None else RunSummary(dead_lettered=1)
+    if isinstance(outcome, Unroutable):
+        return RunSummary(quarantined=1)
+    return RunSummary(cancelled=1)
+
+
+def _definition(job: JobDefinition[Any, Any] | str) -> JobDefinition[Any, Any]:
+    if isinstance(job, JobDefinition):
+        return job
+    definition = get(_wire_name(job))
+    if definition is None:
+        raise LookupError(f"no job is registered with wire name {job!r}; is its app's jobs.py imported?")
+    return definition
+
+
+def _wire_name(job: object) -> str:
+    if isinstance(job, JobDefinition):
+        return job.wire_name
+    if isinstance(job, str) and job:
+        return job
+    raise TypeError(f"expected a job (what @job returns) or its wire name, got {job!r}")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _listing(jobs: Sequence[JobSnapshot], *, empty: str = "(none)") -> str:
+    if not jobs:
+        return empty
+    lines = [f"Jobs in the store ({len(jobs)}):"]
+    lines += [f"  - {j.describe()}" for j in jobs[:LISTED_JOBS]]
+    if len(jobs) > LISTED_JOBS:
+        lines.append(f"  … and {len(jobs) - LISTED_JOBS} more")
+    return "\n".join(lines)
