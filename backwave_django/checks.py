@@ -1,29 +1,59 @@
-"""System checks: ``backwave.E001`` … for errors, ``backwave.W001`` … for warnings."""
+"""System checks: ``backwave.E001`` … for errors, ``backwave.W001`` … for warnings.
+
+Every id is listed, with its fix, in docs/settings.md ("System checks"). The checks that need a
+database connection are tagged ``database``: Django runs them for ``manage.py check --database
+default`` and before ``migrate``, and ``backwave_worker`` runs them when it starts.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .conf import settings_errors
+from .conf import DEFAULTS, SETTING_NAME, settings_errors
+
+SETTINGS_HINT = "See the settings reference in docs/settings.md."
+
+#: The first server versions with ``SELECT … FOR UPDATE SKIP LOCKED``.
+MARIADB_SKIP_LOCKED = (10, 6)
+MYSQL_SKIP_LOCKED = (8, 0, 1)
+
+_UNKNOWN_TOP_LEVEL_KEY = re.compile(r"^BACKWAVE has an unknown key '(?P<key>[^']*)'\.$")
+
+
+def jobs_database() -> str:
+    """The database alias the job tables live on (where the store writes)."""
+    from .models import JobRecord
+
+    return router.db_for_write(JobRecord)
+
+
+def _settings_hint(message: str) -> str:
+    """Point at the likely intended key for a misspelt one, else at the settings reference."""
+    match = _UNKNOWN_TOP_LEVEL_KEY.match(message)
+    if match:
+        close = difflib.get_close_matches(match["key"].upper(), DEFAULTS, n=1)
+        if close:
+            return f"Did you mean {close[0]!r}? {SETTINGS_HINT}"
+        return f"Known keys: {', '.join(sorted(DEFAULTS))}. {SETTINGS_HINT}"
+    return SETTINGS_HINT
 
 
 @register()
 def check_settings(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
+    """``backwave.E001``: one error per problem in ``settings.BACKWAVE`` (unknown keys, bad values)."""
     return [
-        Error(
-            message,
-            hint="See the settings reference in docs/settings.md.",
-            obj="settings.BACKWAVE",
-            id="backwave.E001",
-        )
+        Error(message, hint=_settings_hint(message), obj=f"settings.{SETTING_NAME}", id="backwave.E001")
         for message in settings_errors()
     ]
 
@@ -32,6 +62,7 @@ def check_settings(
 def check_use_tz(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
+    """``backwave.E002``: due times, leases and schedules are instants, so ``USE_TZ`` must be on."""
     if getattr(settings, "USE_TZ", True):
         return []
     return [
@@ -43,32 +74,109 @@ def check_use_tz(
     ]
 
 
+def skip_locked_problem(
+    *, vendor: str, display_name: str, version: tuple[int, ...] | None, has_skip_locked: bool
+) -> str | None:
+    """Why this server cannot claim jobs (no ``SKIP LOCKED``), or ``None`` when it can.
+
+    SQLite has no row locks at all; it serializes writers instead, which is why it is exempt.
+    MariaDB and MySQL are judged by their version (Django's own feature flag trusts every MySQL).
+    """
+    if vendor == "sqlite":
+        return None
+    if vendor == "mysql" and version is not None:
+        minimum = MARIADB_SKIP_LOCKED if display_name == "MariaDB" else MYSQL_SKIP_LOCKED
+        if version < minimum:
+            return (
+                f"{display_name} {_dotted(version)} has no SELECT … FOR UPDATE SKIP LOCKED "
+                f"({display_name} {_dotted(minimum)} added it)"
+            )
+        return None
+    if not has_skip_locked:
+        return f"{display_name} does not support SELECT … FOR UPDATE SKIP LOCKED"
+    return None
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def _server(connection: BaseDatabaseWrapper) -> tuple[str, tuple[int, ...] | None]:
+    """The server's name and, for MariaDB / MySQL, its version (the only ones judged by version)."""
+    if connection.vendor != "mysql":
+        return connection.display_name, None
+    name = "MariaDB" if connection.mysql_is_mariadb else "MySQL"  # type: ignore[attr-defined]
+    return name, tuple(connection.mysql_version)  # type: ignore[attr-defined]
+
+
+def _isolation_level_name(level: Any) -> str:
+    """``"read committed"`` for both psycopg's ``IsolationLevel.READ_COMMITTED`` and MySQL's string."""
+    return str(getattr(level, "name", level)).replace("_", " ").replace("-", " ").lower()
+
+
+def _sqlite_options_line(options: Mapping[str, Any]) -> str:
+    merged = {**options, "transaction_mode": "IMMEDIATE"}
+    inside = ", ".join(f"{key!r}: {value!r}" for key, value in merged.items()).replace("'", '"')
+    return f'"OPTIONS": {{{inside}}}'
+
+
 @register(Tags.database)
 def check_database(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    from .models import JobRecord
+    """``backwave.E003``, ``W001``, ``W002``: can the jobs' database claim jobs safely?
 
-    alias = router.db_for_write(JobRecord)
+    Runs when the jobs' alias is among ``databases`` (Django passes the aliases it was asked to
+    check); called directly with none, it checks the jobs' database.
+    """
+    alias = jobs_database()
+    if databases is not None and alias not in databases:
+        return []
     connection = connections[alias]
+    options: Mapping[str, Any] = connection.settings_dict.get("OPTIONS") or {}
     messages: list[CheckMessage] = []
     if connection.vendor == "sqlite":
-        mode = connection.settings_dict.get("OPTIONS", {}).get("transaction_mode")
-        if mode != "IMMEDIATE":
+        if options.get("transaction_mode") != "IMMEDIATE":
             messages.append(
                 Warning(
-                    f"Database {alias!r} is SQLite without transaction_mode='IMMEDIATE'; concurrent "
-                    "workers may hit 'database is locked' errors.",
-                    hint=f'Add "OPTIONS": {{"transaction_mode": "IMMEDIATE"}} to DATABASES[{alias!r}].',
+                    f"Database {alias!r} is SQLite without transaction_mode='IMMEDIATE'; a worker and "
+                    "the web process (or two workers) writing at once may hit 'database is locked' errors.",
+                    hint=f"Set {_sqlite_options_line(options)} in DATABASES[{alias!r}] (Django 5.1+).",
+                    obj=f"DATABASES[{alias!r}]",
                     id="backwave.W001",
                 )
             )
-    elif not connection.features.has_select_for_update_skip_locked:
+        return messages
+    display_name, version = _server(connection)
+    problem = skip_locked_problem(
+        vendor=connection.vendor,
+        display_name=display_name,
+        version=version,
+        has_skip_locked=connection.features.has_select_for_update_skip_locked,
+    )
+    if problem:
         messages.append(
             Error(
-                f"Database {alias!r} ({connection.vendor}) does not support SELECT … FOR UPDATE SKIP LOCKED.",
-                hint="Use PostgreSQL, MariaDB ≥ 10.6, MySQL ≥ 8 or SQLite.",
+                f"Database {alias!r}: {problem}. Workers claim jobs with it, so none can run here: "
+                "the first claim fails with NotSupportedError.",
+                hint="Upgrade the server: PostgreSQL, MariaDB 10.6+ or MySQL 8.0+ "
+                "(see docs/databases.md), or keep the jobs on SQLite for a single host.",
+                obj=f"DATABASES[{alias!r}]",
                 id="backwave.E003",
+            )
+        )
+    level = options.get("isolation_level")
+    if level is not None and _isolation_level_name(level) != "read committed":
+        messages.append(
+            Warning(
+                f"Database {alias!r} runs at isolation level {_isolation_level_name(level).upper()}; "
+                "backwave_django is built and tested for READ COMMITTED, where queue concurrency "
+                "limits count every committed lease (a repeatable-read snapshot can miss one, and on "
+                "PostgreSQL contended claims become serialization failures that must be retried).",
+                hint=f'Remove "isolation_level" from DATABASES[{alias!r}]["OPTIONS"] (READ COMMITTED '
+                "is Django's default), or route the job models to a database alias that uses it.",
+                obj=f"DATABASES[{alias!r}]",
+                id="backwave.W002",
             )
         )
     return messages
@@ -78,6 +186,7 @@ def check_database(
 def check_schedule_jobs(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
+    """``backwave.E004``: every settings-declared schedule runs a job some installed app declares."""
     from .registry import get
 
     if settings_errors():
@@ -88,7 +197,7 @@ def check_schedule_jobs(
         Error(
             f"SCHEDULES[{schedule_id!r}] runs job {options['job']!r}, which no installed app declares.",
             hint="Declare it with @job(...) in an app's jobs.py, or fix the wire name.",
-            obj="settings.BACKWAVE",
+            obj=f"settings.{SETTING_NAME}",
             id="backwave.E004",
         )
         for schedule_id, options in get_settings().schedules.items()

@@ -7,8 +7,10 @@ import logging
 import sys
 from typing import Any
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...checks import jobs_database
 from ...conf import get_settings
 from ...core.dispatch import Dispatch, StrictDispatch, WeightedDispatch, parse_weights
 from ...registry import definitions
@@ -77,12 +79,12 @@ class Command(BaseCommand):
         )
 
     def _dispatch(self, options: dict[str, Any]) -> Dispatch:
-        if options["queues"] and options["weighted"]:
+        if options["queues"] is not None and options["weighted"] is not None:
             raise CommandError("--queues and --weighted are alternatives; give one of them.")
         try:
-            if options["weighted"]:
+            if options["weighted"] is not None:
                 return WeightedDispatch(parse_weights(options["weighted"]))
-            if options["queues"]:
+            if options["queues"] is not None:
                 queues = [q.strip() for q in options["queues"].split(",") if q.strip()]
             else:
                 queues = sorted({d.queue for d in definitions().values()} | {"default"})
@@ -94,6 +96,10 @@ class Command(BaseCommand):
         from ...worker import Worker, WorkerOptions
         from ...worker.supervisor import Supervisor, child_command
 
+        if not options.get("skip_checks"):
+            # Django leaves the database checks (SKIP LOCKED, server version, SQLite transaction
+            # mode) out of the checks every command runs; a worker is about to use that database.
+            self.check(tags=[Tags.database], databases=[jobs_database()])
         settings = get_settings()
         dispatch = self._dispatch(options)
         _configure_logging(options["verbosity"])
