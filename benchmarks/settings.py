@@ -29,6 +29,9 @@ DATABASES = {
         "PORT": os.environ.get("PGPORT", "5432"),
         "USER": os.environ.get("PGUSER", "postgres"),
         "PASSWORD": os.environ.get("PGPASSWORD", ""),
+        # Let psycopg prepare the store's hot-path statements after 5 runs (Django's default,
+        # None, never prepares); see "Tuning" in docs/performance.md.
+        "OPTIONS": {"prepare_threshold": int(os.environ.get("BACKWAVE_BENCH_PREPARE_THRESHOLD", "5"))},
     }
 }
 
