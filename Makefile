@@ -5,7 +5,7 @@
 #   make test           the whole suite on PostgreSQL, SQLite, then MariaDB (PYTEST_ARGS="-k fence" passes args on)
 #   make test-django52  the same suite in .venv-dj52: Python 3.11, Django 5.2 LTS
 #   make lint           ruff check and mypy
-#   make demo           a walk through the job store on a temporary SQLite database
+#   make demo           the example project: admin console and worker together on SQLite (PORT=8000)
 #   make bench          the benchmark harness on PostgreSQL (ARGS=--quick for a short run); see docs/performance.md
 #   make clean          remove the virtualenvs and caches
 
@@ -68,10 +68,13 @@ lint: venv
 	$(VENV)/bin/ruff check backwave_django tests benchmarks || status=1; \
 	echo "$(VENV)/bin/mypy backwave_django tests benchmarks"; \
 	$(VENV)/bin/mypy backwave_django tests benchmarks || status=1; \
+	echo "$(VENV)/bin/ruff check example_project; (cd example_project && ../$(VENV)/bin/mypy .)"; \
+	$(VENV)/bin/ruff check example_project || status=1; \
+	(cd example_project && ../$(VENV)/bin/mypy .) || status=1; \
 	exit $$status
 
 demo: venv
-	$(VENV)/bin/python scripts/demo_store.py
+	BACKWAVE_VENV=$(VENV) bash scripts/demo.sh
 
 # The benchmark harness: creates its own scratch database (backwave_bench), prints a Markdown table
 # and writes benchmarks/results/latest.json. Pass options with ARGS, e.g. ARGS="--quick" or
@@ -80,6 +83,19 @@ ARGS ?=
 .PHONY: bench
 bench: venv
 	$(VENV)/bin/python -m benchmarks.run $(ARGS)
+
+# The torture suite on PostgreSQL (see docs/reliability.md): real workers and clients under chaos,
+# then an audit of the transition log and the client journals. Exit 0 clean, 1 violations, 2
+# infrastructure. `make torture` is the long run (DURATION seconds, default 30 min, with PostgreSQL
+# restarts on a private cluster); `make torture-short` the ~1-2 minute run CI uses. SEED=N replays.
+DURATION ?= 1800
+SEED ?=
+.PHONY: torture torture-short
+torture: venv
+	$(VENV)/bin/python -m tests.torture --mode long --duration $(DURATION) $(if $(SEED),--seed $(SEED))
+
+torture-short: venv
+	$(VENV)/bin/python -m tests.torture --mode short $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) $(VENV_DJ52) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist

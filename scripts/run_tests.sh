@@ -107,11 +107,41 @@ else
     mariadb_result=$verdict
 fi
 
+# The example project has its own settings and suite (example_project/tests): SQLite, then
+# PostgreSQL through DATABASE_URL. Skipped when pytest arguments were given (they select tests of
+# the main suite).
+example_result=""
+run_example() {
+    local database=$1 status
+    echo
+    echo "=== backwave: example project tests on $database ==="
+    if [[ $database == postgres ]]; then
+        local credentials=$pg_user
+        [[ -n ${PGPASSWORD:-} ]] && credentials="$pg_user:$PGPASSWORD"
+        (cd example_project && DATABASE_URL="postgres://$credentials@$pg_host:$pg_port/backwave_example" "../$pytest")
+    else
+        (cd example_project && "../$pytest")
+    fi
+    status=$?
+    [[ $status -eq 0 ]] || example_result+="$database FAILED (pytest exit $status); "
+    [[ $status -eq 0 ]]
+}
+if [[ $# -gt 0 ]]; then
+    example_result="not run (pytest arguments given)"
+else
+    run_example sqlite || failed=1
+    if [[ $postgres_result != SKIPPED* ]] && postgres_reachable 2>/dev/null; then
+        run_example postgres || failed=1
+    fi
+    example_result=${example_result:-passed}
+fi
+
 echo
 echo "backwave test summary ($venv):"
 echo "    postgres: $postgres_result"
 echo "    sqlite:   $sqlite_result"
 echo "    mariadb:  $mariadb_result"
+echo "    example project: $example_result"
 if [[ $mariadb_result == SKIPPED* ]]; then
     banner "MariaDB leg SKIPPED, not passed: ${mariadb_result%% -- *}"
 fi

@@ -1,0 +1,1 @@
+"""The example project's Django site: settings from the environment, the admin at /admin/."""

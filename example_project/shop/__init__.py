@@ -1,0 +1,1 @@
+"""A small online shop whose background work runs on backwave_django (see jobs.py)."""
