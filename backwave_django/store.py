@@ -1333,10 +1333,14 @@ WITH input AS (
     USING (SELECT sequence, ordinal FROM applied WHERE ordinal >= %(cap)s) AS a
     WHERE %(history)s AND t.job_id = a.sequence AND t.ordinal <= a.ordinal - %(cap)s
 ){tagging}
-SELECT a.job_id, a.sequence, a.state,
-       a.state >= 3 AND EXISTS (SELECT 1 FROM {edges} AS e WHERE e.parent_id = a.sequence)
-FROM applied AS a
+SELECT a.job_id, a.sequence, a.state FROM applied AS a
 """
+
+# Which of the jobs that just ended have waiting children. A statement of its own, on purpose: the
+# report statement may have waited for a parent's row lock held by an enqueue that then committed
+# a new edge to it; that statement's snapshot predates the edge, a new statement's does not (and the
+# parent's row lock, held until commit, keeps any later enqueue from adding one).
+_PG_PARENTS_WITH_CHILDREN = "SELECT DISTINCT parent_id FROM {edges} WHERE parent_id = ANY(%s)"
 
 _PG_REPORT_TAGS = """, tagged AS (
     INSERT INTO {tags} (job_id, key, value)
@@ -1388,12 +1392,18 @@ def _pg_report(
         **({"tags": json.dumps(tags)} if tags else {}),
     }
     rows = _pg_fetch_prepared(using, sql, params)
-    applied = {job_id for job_id, _, _, _ in rows}
+    applied = {job_id for job_id, _, _ in rows}
+    ended = [sequence for _, sequence, state in rows if state >= _S.SUCCEEDED]
+    with_children: set[int] = set()
+    if ended:
+        with connections[using].cursor() as cursor:
+            cursor.execute(_PG_PARENTS_WITH_CHILDREN.format(**tables), [ended])
+            with_children = {parent for (parent,) in cursor.fetchall()}
     # Parents that just ended and have waiting children: resolve their latches (rare; the ORM path).
     parents = [
         (_Row(sequence, job_id, "", state, 0, now, None, None, False, 0, 0, 0), _S(state))
-        for job_id, sequence, state, has_children in rows
-        if has_children
+        for job_id, sequence, state in rows
+        if sequence in with_children
     ]
     if parents:
         parents.sort(key=lambda entry: entry[0].sequence)

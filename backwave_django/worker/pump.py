@@ -130,6 +130,11 @@ class Worker:
 
     def run(self) -> int:
         """Run until stopped (signal, ``--burst`` drained, ``--max-jobs`` reached). Returns the exit code."""
+        # A worker started while the database is away (a restart, a failover) waits for it, with
+        # the same backoff as a running one, instead of exiting.
+        while self._guarded(self._register) is None:
+            if self.stopping:
+                return 0
         self._start()
         try:
             while True:
@@ -155,7 +160,8 @@ class Worker:
             self._stop()
         return 0
 
-    def _start(self) -> None:
+    def _register(self) -> bool:
+        """Register this worker and apply the settings' queues and schedules (idempotent)."""
         store.register_worker(
             worker_id=self.worker_id,
             hostname=socket.gethostname(),
@@ -166,6 +172,9 @@ class Worker:
         )
         self._apply_queue_settings()
         self._sync_schedules()
+        return True
+
+    def _start(self) -> None:
         if HintListener.available(self.using):
             self.hints = HintListener(using=self.using, queues=self.queues, wake=self._hint)
             self.hints.start()

@@ -134,3 +134,20 @@ def test_a_worker_cut_off_past_its_lease_is_fenced_when_it_finally_reports(worke
 
 def _state(job_id: uuid.UUID) -> JobState:
     return JobState(JobRecord.objects.get(job_id=job_id).state)
+
+
+def test_a_worker_started_while_the_database_refuses_connections_waits_for_it(workers):
+    """Found by the torture suite: a worker started during a database restart used to exit 1."""
+    job_id = jobs.echo.enqueue("after the outage").job_id
+    _allow_connections(False)
+    try:
+        worker = workers.start("--queues", "default")
+        wait_for(lambda: "Database fault" in workers.log(0), what="the worker to meet the refusal")
+        assert worker.poll() is None
+        assert not WorkerNode.objects.exists()
+    finally:
+        _allow_connections(True)
+    wait_for(lambda: _state(job_id) == JobState.SUCCEEDED, timeout=60, what="the job to run after the outage")
+    assert WorkerNode.objects.count() == 1
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(20) == 0

@@ -669,3 +669,36 @@ def test_concurrent_duplicate_enqueue_stores_one_job():
         assert JobTag.objects.filter(job__job_id=job.job_id).count() == 2
         edges = JobDependency.objects.filter(child__job_id=job.job_id).count()
         assert edges == (1 if round_ % 2 else 0)
+
+
+def test_an_outcome_that_waited_on_a_child_enqueue_still_releases_the_child() -> None:
+    """Found by the torture suite: the outcome statement waited for the parent's row lock held by
+    a child's enqueue, and judged "has children" in a snapshot that predated the new edge."""
+    parent, child = uuid.uuid4(), uuid.uuid4()
+    store.enqueue(NewJob(job_id=parent, wire_name="x", payload={}, queue="q", due_time=T0), now=T0)
+    store.claim(worker_id="w", queues=["q"], max_jobs=1, lease_duration=LEASE, now=T0)
+    holding = threading.Event()
+
+    def enqueue_child() -> None:
+        try:
+            with transaction.atomic():
+                # Locks the Leased parent row, sees it live, inserts the edge...
+                store.enqueue(
+                    NewJob(job_id=child, wire_name="x", payload={}, queue="q", due_time=T0, parents=(parent,)),
+                    now=T0,
+                )
+                holding.set()
+                time.sleep(0.5)  # ...and commits while the outcome below waits for that lock.
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=enqueue_child)
+    thread.start()
+    assert holding.wait(30)
+    report = OutcomeReport(job_id=parent, worker_id="w", attempt=1, outcome=Success())
+    assert store.report_outcome(report, now=T0) is OutcomeResult.APPLIED
+    thread.join(30)
+
+    assert JobRecord.objects.get(job_id=parent).state == JobState.SUCCEEDED
+    assert JobRecord.objects.get(job_id=child).state == JobState.SCHEDULED
+    assert not JobDependency.objects.exists()

@@ -1,0 +1,91 @@
+"""The torture handlers. They leave evidence (an execution journal line per attempt) and behave
+randomly but reproducibly: the dice are seeded by (seed, job id, attempt).
+
+``ms`` is the work time; ``fail_p`` the chance an attempt raises; ``long_ms`` (rare) keeps a job
+running past several heartbeats, so a worker that is SIGSTOPped or killed meanwhile loses the
+lease to expiry. Every handler polls the cancel flag, so operator cancels of running jobs end
+Cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from typing import Any
+
+from backwave_django import JobContext, job
+
+#: Where handlers append their execution records (one file per worker process).
+EXEC_LOG_ENV = "BACKWAVE_TORTURE_EXEC_LOG"
+WIRE = "torture.work"
+ASYNC_WIRE = "torture.work-async"
+#: Registered nowhere: jobs enqueued under it must be Quarantined, never executed.
+UNREGISTERED_WIRE = "torture.unregistered"
+#: Registered, but every torture job of it carries a payload that does not bind (an argument the
+#: handler does not take): Quarantined with the "no longer decodes" cause, never executed.
+STRICT_WIRE = "torture.strict"
+UNROUTABLE_WIRES = frozenset({UNREGISTERED_WIRE, STRICT_WIRE})
+MAX_ATTEMPTS = 4
+BACKOFF = [0.2, 0.5, 1.0]
+
+
+def _record(ctx: JobContext) -> None:
+    base = os.environ.get(EXEC_LOG_ENV)
+    if not base:
+        return
+    line = json.dumps(
+        {"op": "exec", "job": str(ctx.job_id), "attempt": ctx.attempt, "pid": os.getpid(), "t": time.time()}
+    )
+    with open(f"{base}.{os.getpid()}", "a") as handle:
+        handle.write(line + "\n")
+
+
+def _dice(ctx: JobContext, seed: int) -> random.Random:
+    return random.Random(f"{seed}:{ctx.job_id}:{ctx.attempt}")
+
+
+def _plan(ctx: JobContext, seed: int, ms: int, fail_p: float, long_ms: int) -> tuple[float, bool]:
+    dice = _dice(ctx, seed)
+    duration = (long_ms if long_ms else ms) / 1000.0
+    return duration * (0.5 + dice.random()), dice.random() < fail_p
+
+
+def _finish(ctx: JobContext, seed: int, fail: bool, tag: bool) -> dict[str, Any] | None:
+    if fail:
+        raise RuntimeError(f"torture failure on attempt {ctx.attempt}")
+    if tag:
+        ctx.add_tag("attempt", str(ctx.attempt))
+        ctx.add_label("done")
+    return {"attempt": ctx.attempt} if _dice(ctx, seed).random() < 0.2 else None
+
+
+@job(WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
+def work(
+    ctx: JobContext, seed: int = 0, ms: int = 20, fail_p: float = 0.2, long_ms: int = 0, tag: bool = False
+) -> dict[str, Any] | None:
+    _record(ctx)
+    duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        ctx.raise_if_cancelled()
+        time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
+    ctx.raise_if_cancelled()
+    return _finish(ctx, seed, fail, tag)
+
+
+@job(ASYNC_WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
+async def work_async(
+    ctx: JobContext, seed: int = 0, ms: int = 20, fail_p: float = 0.2, long_ms: int = 0, tag: bool = False
+) -> dict[str, Any] | None:
+    _record(ctx)
+    duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
+    await asyncio.sleep(duration)  # an operator cancel cancels the task
+    return _finish(ctx, seed, fail, tag)
+
+
+@job(STRICT_WIRE, queue="torture-a", takes_context=True)
+def strict(ctx: JobContext, seed: int = 0) -> None:
+    _record(ctx)  # never reached: the payloads enqueued for it do not bind

@@ -1,0 +1,64 @@
+"""Patches the torture app installs in its worker processes (never in the product code).
+
+Always: **duplicate delivery.** Now and then a worker sends the same outcome batch a second
+time right after the first, as a worker would after losing the acknowledgement of a committed
+write. The lease fence must turn the repeat into ``STALE_LEASE``; the auditor sees any
+double-applied outcome in the transition log.
+
+``--sabotage fence``: the PostgreSQL outcome statement's fence predicate is replaced by ``TRUE``,
+so stale and repeated reports apply. The self-test requires the audit to go red under it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from backwave_django import store
+from backwave_django.core.outcomes import OutcomeReport
+from backwave_django.core.states import OutcomeResult
+
+from .apps import DUPLICATE_DELIVERY_ENV
+
+#: Chance that a worker sends an outcome batch twice (the runner's --duplicate-delivery).
+DUPLICATE_DELIVERY_P = 0.1
+SABOTAGES = ("fence",)
+#: The fence of store._PG_REPORT: Leased, same owner and attempt, lease still live.
+_FENCE = re.compile(r"\(j\.state = 2 AND j\.lease_owner = i\.worker_id AND j\.attempt = i\.attempt\s+AND j\.lease_expiry > %\(now\)s\)")
+
+
+class SabotageError(RuntimeError):
+    """The sabotage could not be applied (the store changed shape): the self-test must not pass vacuously."""
+
+
+def install(*, sabotage: str) -> None:
+    if sabotage and sabotage not in SABOTAGES:
+        raise SabotageError(f"unknown sabotage {sabotage!r}; known: {', '.join(SABOTAGES)}")
+    if sabotage == "fence":
+        disable_fence()
+    probability = float(os.environ.get(DUPLICATE_DELIVERY_ENV) or DUPLICATE_DELIVERY_P)
+    install_duplicate_delivery(random.Random(os.getpid()), probability)
+
+
+def disable_fence() -> None:
+    sql = store._PG_REPORT
+    if not _FENCE.search(sql):
+        raise SabotageError("store._PG_REPORT no longer contains the expected fence predicate")
+    store._PG_REPORT = _FENCE.sub("TRUE", sql)
+
+
+def install_duplicate_delivery(dice: random.Random, probability: float) -> None:
+    original = store.report_outcomes
+
+    def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[OutcomeResult]:
+        results = original(reports, now=now)
+        if reports and dice.random() < probability:
+            original(reports, now=now)
+        return results
+
+    patched: Any = report_outcomes
+    store.report_outcomes = patched
