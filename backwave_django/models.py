@@ -66,6 +66,13 @@ class JobRecord(models.Model):
                 condition=Q(schedule_id__isnull=False),
                 name="backwave_job_schedule",
             ),
+            # The console's failure tabs: newest first among Dead-Lettered or Quarantined jobs, a
+            # small slice of a large table, so the tab pages without scanning the rest.
+            models.Index(
+                fields=["state", "-sequence"],
+                condition=Q(state__in=[JobState.DEAD_LETTERED, JobState.QUARANTINED]),
+                name="backwave_job_failures",
+            ),
         ]
         permissions = [
             ("cancel_jobrecord", "Can cancel jobs"),
@@ -227,3 +234,17 @@ class RecurringSchedule(models.Model):
 
     def __str__(self) -> str:
         return self.schedule_id
+
+
+class Dashboard(QueueSettings):
+    """The console's Dashboard page (counts, health, throughput), listed in the admin's app index.
+
+    A proxy with no table and no permissions of its own: the admin needs a model to hang a page on,
+    and viewing it needs ``view_jobrecord``, like the jobs it summarises.
+    """
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = "Dashboard"
+        verbose_name_plural = "Dashboard"

@@ -43,3 +43,30 @@ class QueueSettingsFactory(factory.django.DjangoModelFactory):
         model = QueueSettings
 
     queue = factory.Sequence(lambda n: f"queue-{n}")
+
+
+class JobTransitionFactory(factory.django.DjangoModelFactory):
+    """A transition-log entry (the store writes these; tests use it for rows with awkward content)."""
+
+    class Meta:
+        model = "backwave_django.JobTransition"
+
+    job = factory.SubFactory(JobRecordFactory)
+    ordinal = factory.Sequence(lambda n: n)
+    recorded_at = T0
+    state = JobState.SCHEDULED
+    attempt = 0
+    actor = "enqueue"
+
+
+class WorkerNodeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "backwave_django.WorkerNode"
+
+    worker_id = factory.Sequence(lambda n: f"host:{1000 + n}:abc{n}")
+    hostname = "host"
+    pid = factory.Sequence(lambda n: 1000 + n)
+    queues = factory.LazyFunction(lambda: ["default"])
+    concurrency = 20
+    started_at = T0
+    last_seen_at = T0

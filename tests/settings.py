@@ -20,6 +20,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "backwave_django",
     "tests.jobsapp",
 ]
@@ -28,6 +29,7 @@ INSTALLED_APPS = [
 BACKWAVE = json.loads(os.environ.get("BACKWAVE_TEST_SETTINGS", "{}"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "/static/"
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -94,3 +96,14 @@ elif DATABASE == "mariadb":
     }
 else:
     raise RuntimeError(f"BACKWAVE_TEST_DB must be 'postgres', 'sqlite' or 'mariadb', got {DATABASE!r}")
+
+# The Django Tasks backend (backwave_django.tasks) needs Django 6.0+; tests/tasks skip on 5.2.
+import django  # noqa: E402
+
+if django.VERSION >= (6, 0):
+    TASKS = {
+        "default": {
+            "BACKEND": "backwave_django.tasks.BackWaveBackend",
+            "QUEUES": ["default", "emails"],
+        }
+    }

@@ -1,0 +1,292 @@
+"""Schedules in the console: the list (cron gloss, next due, live instance), the detail page, and
+create / edit through a form validated like ``store.upsert_schedule`` and saved only by the store."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.urls import reverse
+from django.utils import timezone
+
+from backwave_django import CatchUp, JobState, ScheduleSpec, store
+from backwave_django.models import JobRecord, RecurringSchedule
+
+from .conftest import make_staff
+
+pytestmark = pytest.mark.django_db
+
+LIST = "admin:backwave_django_recurringschedule_changelist"
+ADD = "admin:backwave_django_recurringschedule_add"
+PAYLOAD: dict[str, list[object] | dict[str, object]] = {"args": [], "kwargs": {}}
+
+
+def _change(schedule_id: str) -> str:
+    pk = RecurringSchedule.objects.get(schedule_id=schedule_id).pk
+    return reverse("admin:backwave_django_recurringschedule_change", args=[pk])
+
+
+def _upsert(schedule_id: str = "nightly", cron: str = "0 2 * * *", **fields) -> None:
+    spec = ScheduleSpec(schedule_id=schedule_id, cron=cron, wire_name="test.echo", payload=PAYLOAD, **fields)
+    store.upsert_schedule(spec, now=timezone.now())
+
+
+def _form(**overrides) -> dict[str, str]:
+    data = {
+        "schedule_id": "nightly",
+        "cron": "0 2 * * *",
+        "wire_name": "test.echo",
+        "payload": json.dumps(PAYLOAD),
+        "queue": "default",
+        "time_zone": "",
+        "catch_up": str(int(CatchUp.SKIP)),
+        "_save": "Save",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture
+def editor(client):
+    user = make_staff("add_recurringschedule", "change_recurringschedule", "delete_recurringschedule")
+    client.force_login(user)
+    return user
+
+
+# --- The list and the detail page --------------------------------------------------------------
+
+
+def test_the_list_glosses_the_cron_and_shows_zone_next_due_live_instance_and_skipped_ticks(client, login):
+    login()
+    _upsert("nightly", "0 2 * * *", time_zone="Europe/Berlin", no_overlap=True)
+    _upsert("often", "*/5 * * * *")
+    _upsert("odd", "0 8 1-5 * *")
+    RecurringSchedule.objects.filter(schedule_id="often").update(
+        skipped_ticks=["2026-01-01T00:00:00+00:00"] * 3
+    )
+    store.trigger_schedule("often", actor="t", now=timezone.now())
+    html = client.get(reverse(LIST)).content.decode()
+    rows = dict(re.findall(r'<tr>.*?<a href="[^"]+">([a-z]+)</a>(.*?)</tr>', html, re.S))
+    assert 'Daily at 02:00<br><code class="bw-raw-cron">0 0 2 * * *</code>' in rows["nightly"]
+    assert "Europe/Berlin" in rows["nightly"]
+    assert "Every 5 minutes" in rows["often"]
+    assert ">UTC<" in rows["often"]
+    assert "<code>0 0 8 1-5 * *</code>" in rows["odd"]  # no gloss: the raw expression
+    assert re.search(r'<td class="field-skipped_count">3</td>', rows["often"])
+    live = {name: rows[name].split("field-live_instance")[1][:200] for name in ("often", "nightly")}
+    assert 'alt="True"' in live["often"]  # the triggered instance is still live
+    assert 'alt="False"' in live["nightly"]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", rows["nightly"])  # next due
+
+
+def test_a_schedule_that_no_longer_resolves_shows_its_error(client, login):
+    login()
+    _upsert("broken")
+    RecurringSchedule.objects.filter(schedule_id="broken").update(time_zone="Mars/Olympus")
+    assert "Unresolvable time-zone id &#x27;Mars/Olympus&#x27;" in client.get(reverse(LIST)).content.decode()
+    html = client.get(_change("broken")).content.decode()
+    assert 'data-testid="bw-schedule-error"' in html
+
+
+def test_the_detail_page_lists_minted_instances_newest_first_and_skipped_ticks(client, login):
+    login()
+    _upsert()
+    t1, t2 = timezone.now(), timezone.now() + timedelta(seconds=1)
+    store.trigger_schedule("nightly", actor="t", now=t1)
+    store.trigger_schedule("nightly", actor="t", now=t2)
+    RecurringSchedule.objects.update(skipped_ticks=["2026-01-01T02:00:00+00:00", "2026-01-02T02:00:00+00:00"])
+    html = client.get(_change("nightly")).content.decode()
+    instances = html[html.index('id="bw-minted-instances"') :]
+    ids = re.findall(r"<code>([0-9a-f-]{36})</code>", instances)
+    newest_first = list(
+        JobRecord.objects.filter(schedule_id="nightly").order_by("-sequence").values_list("job_id", flat=True)
+    )
+    assert ids == [str(i) for i in newest_first]
+    assert 'href="/admin/backwave_django/jobrecord/?schedule_id=nightly"' in instances
+    skipped = html[html.index('id="bw-skipped-ticks"') : html.index('id="bw-minted-instances"')]
+    assert skipped.index("2026-01-02T02:00") < skipped.index("2026-01-01T02:00")
+
+
+# --- Create and edit ---------------------------------------------------------------------------
+
+
+def test_creating_a_schedule_goes_through_the_store(client, editor):
+    before = timezone.now()
+    response = client.post(reverse(ADD), _form(cron="30 9 * * 1-5", time_zone="Europe/Berlin"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    row = RecurringSchedule.objects.get()
+    assert (row.schedule_id, row.cron, row.time_zone, row.wire_name) == (
+        "nightly",
+        "0 30 9 * * 1-5",
+        "Europe/Berlin",
+        "test.echo",  # canonical 6-field form: the store's
+    )
+    assert row.cursor >= before
+    assert row.skipped_ticks == []
+    assert LogEntry.objects.get().action_flag == ADDITION
+
+
+def test_editing_a_schedule_keeps_its_cursor_and_skipped_ticks(client, editor):
+    _upsert()
+    cursor = datetime(2026, 1, 1, tzinfo=UTC)
+    RecurringSchedule.objects.update(cursor=cursor, skipped_ticks=["2026-01-01T02:00:00+00:00"])
+    response = client.post(_change("nightly"), _form(cron="0 3 * * *", catch_up=str(int(CatchUp.COALESCE))))
+    assert response.status_code == 302
+    row = RecurringSchedule.objects.get()
+    assert (row.cron, row.catch_up, row.cursor, row.skipped_ticks) == (
+        "0 0 3 * * *",
+        CatchUp.COALESCE,
+        cursor,
+        ["2026-01-01T02:00:00+00:00"],
+    )
+    assert LogEntry.objects.get().action_flag == CHANGE
+
+
+def test_the_admin_never_saves_the_model_itself(client, editor, monkeypatch):
+    """Every write of a schedule row happens inside ``store.upsert_schedule``, given the form's spec."""
+    inside_store, specs, saves = [], [], []
+    upsert, save = store.upsert_schedule, RecurringSchedule.save
+
+    def spy_upsert(spec, **kwargs):
+        specs.append(spec)
+        inside_store.append(True)
+        try:
+            return upsert(spec, **kwargs)
+        finally:
+            inside_store.pop()
+
+    def spy_save(self, *args, **kwargs):
+        saves.append(bool(inside_store))
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(store, "upsert_schedule", spy_upsert)
+    monkeypatch.setattr(RecurringSchedule, "save", spy_save)
+    client.post(reverse(ADD), _form(queue="reports", no_overlap="on", catch_up=str(int(CatchUp.COALESCE))))
+    assert saves == [True]
+    assert specs == [
+        ScheduleSpec(
+            schedule_id="nightly",
+            cron="0 2 * * *",
+            wire_name="test.echo",
+            payload=PAYLOAD,
+            queue="reports",
+            catch_up=CatchUp.COALESCE,
+            no_overlap=True,
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"cron": "0 25 * * *"}, "cron", "Invalid cron expression &#x27;0 25 * * *&#x27;"),
+        ({"cron": "@daily"}, "cron", "Invalid cron expression"),
+        ({"cron": "* * *"}, "cron", "must have 5 fields"),
+        ({"time_zone": "Mars/Olympus"}, "time_zone", "Unresolvable time-zone id &#x27;Mars/Olympus&#x27;"),
+        ({"wire_name": "no.such.job"}, "wire_name", "No job is registered with wire name “no.such.job”"),
+        (
+            {"payload": json.dumps({"args": [], "kwargs": {"nope": 1}, "x": 2})},
+            "payload",
+            "would be Quarantined",
+        ),
+        ({"payload": "{not json"}, "payload", "Enter a valid JSON"),
+        ({"schedule_id": ""}, "schedule_id", "This field is required"),
+        ({"wire_name": "w" * 129}, "wire_name", "is 129 characters; MAX_WIRE_NAME_LENGTH is 128"),
+    ],
+)
+def test_an_invalid_definition_is_a_clear_form_error_and_nothing_is_saved(
+    client, editor, overrides, field, message
+):
+    response = client.post(reverse(ADD), _form(**overrides))
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert field in form.errors
+    assert message in response.content.decode()
+    assert not RecurringSchedule.objects.exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_a_duplicate_schedule_id_is_a_form_error(client, editor):
+    _upsert()
+    response = client.post(reverse(ADD), _form(cron="0 5 * * *"))
+    assert response.status_code == 200
+    assert "schedule_id" in response.context["adminform"].form.errors
+    assert RecurringSchedule.objects.get().cron == "0 0 2 * * *"
+
+
+def test_a_bad_edit_leaves_the_schedule_as_it_was(client, editor):
+    _upsert()
+    response = client.post(_change("nightly"), _form(cron="0 2 * * *", time_zone="Nowhere/City"))
+    assert response.status_code == 200
+    assert RecurringSchedule.objects.get().time_zone is None
+
+
+def test_schedules_declared_in_settings_are_read_only_here(client, editor):
+    spec = ScheduleSpec(schedule_id="declared", cron="0 2 * * *", wire_name="test.echo", payload=PAYLOAD)
+    store.upsert_schedule(spec, now=timezone.now(), declared_in_settings=True)
+    url = _change("declared")
+    html = client.get(url).content.decode()
+    assert 'data-testid="bw-declared-in-settings"' in html
+    assert 'name="cron"' not in html
+    client.post(url, _form(schedule_id="declared", cron="0 4 * * *"))
+    assert RecurringSchedule.objects.get().cron == "0 0 2 * * *"
+
+
+def test_deleting_goes_through_the_store_and_keeps_minted_instances(client, editor):
+    _upsert()
+    store.trigger_schedule("nightly", actor="t", now=timezone.now())
+    pk = RecurringSchedule.objects.get().pk
+    response = client.post(
+        reverse("admin:backwave_django_recurringschedule_delete", args=[pk]), {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not RecurringSchedule.objects.exists()
+    assert JobRecord.objects.filter(schedule_id="nightly", state=JobState.SCHEDULED).count() == 1
+
+
+def test_a_viewer_cannot_add_or_edit(client, login):
+    login()
+    _upsert()
+    assert client.get(reverse(ADD)).status_code == 403
+    client.post(_change("nightly"), _form(cron="0 4 * * *"))
+    assert RecurringSchedule.objects.get().cron == "0 0 2 * * *"
+
+
+def test_schedule_content_is_escaped(client, login):
+    login()
+    spec = ScheduleSpec(
+        schedule_id="<script>s()</script>", cron="0 2 * * *", wire_name="<b>w</b>", payload=PAYLOAD
+    )
+    store.upsert_schedule(spec, now=timezone.now())
+    for url in (reverse(LIST), _change("<script>s()</script>")):
+        html = client.get(url).content.decode()
+        assert "<script>s()" not in html
+        assert "<b>w</b>" not in html
+        assert "&lt;script&gt;s()" in html
+
+
+@pytest.mark.parametrize("action", ["trigger_selected_schedules_now", "delete_selected"])
+@pytest.mark.parametrize("selected", ["abc", "nightly", "1;DROP TABLE x", "99999999999999999999"])
+def test_a_malformed_schedule_selection_is_refused_with_a_message_and_changes_nothing(
+    client, action, selected
+):
+    from django.contrib.auth.models import User
+
+    from .conftest import flashed
+
+    client.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+    _upsert("nightly")
+    before = list(RecurringSchedule.objects.values_list("schedule_id", "cursor"))
+    response = client.post(
+        reverse(LIST), {"action": action, "index": "0", "_selected_action": [selected], "post": "yes"}
+    )
+    assert response.status_code == 302
+    assert flashed(response) == [
+        f"“{selected[:40]}” is not the id of a recurring schedule listed here; nothing was changed."
+    ]
+    assert list(RecurringSchedule.objects.values_list("schedule_id", "cursor")) == before
+    assert not JobRecord.objects.exists()
+    assert not LogEntry.objects.exists()
