@@ -7,6 +7,8 @@
 #   make lint           ruff check and mypy
 #   make demo           the example project: admin console and worker together on SQLite (PORT=8000)
 #   make bench          the benchmark harness on PostgreSQL (ARGS=--quick for a short run); see docs/performance.md
+#   make torture-short  the torture suite's ~1-2 minute run (CI); SEED=N replays a run
+#   make torture        the 30-minute torture run with chaos and PostgreSQL restarts (DURATION=seconds)
 #   make clean          remove the virtualenvs and caches
 
 SHELL := /bin/bash

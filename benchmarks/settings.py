@@ -21,6 +21,9 @@ INSTALLED_APPS = [
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+_threshold = os.environ.get("BACKWAVE_BENCH_PREPARE_THRESHOLD", "none")
+_prepare_threshold = None if _threshold.lower() == "none" else int(_threshold)
+
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",
@@ -29,9 +32,9 @@ DATABASES = {
         "PORT": os.environ.get("PGPORT", "5432"),
         "USER": os.environ.get("PGUSER", "postgres"),
         "PASSWORD": os.environ.get("PGPASSWORD", ""),
-        # Let psycopg prepare the store's hot-path statements after 5 runs (Django's default,
-        # None, never prepares); see "Tuning" in docs/performance.md.
-        "OPTIONS": {"prepare_threshold": int(os.environ.get("BACKWAVE_BENCH_PREPARE_THRESHOLD", "5"))},
+        # Django's default (None) never prepares statements; BACKWAVE_BENCH_PREPARE_THRESHOLD=5
+        # lets psycopg prepare the store's hot-path statements (see "Tuning" in docs/performance.md).
+        "OPTIONS": {"prepare_threshold": _prepare_threshold},
     }
 }
 
