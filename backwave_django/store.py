@@ -1218,7 +1218,9 @@ WITH picked AS (
     UPDATE {jobs} AS j
     SET state = 2, attempt = j.attempt + 1, lease_owner = %(worker)s, lease_expiry = %(expiry)s,
         next_ordinal = j.next_ordinal + 1
-    FROM picked WHERE j.sequence = picked.sequence
+    -- ANY(ARRAY(…)) rather than a join: a prepared statement's generic plan guesses the LIMIT
+    -- at a tenth of the table and would hash-join a full scan; an array probes the primary key.
+    WHERE j.sequence = ANY(ARRAY(SELECT sequence FROM picked))
     RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time,
               j.next_ordinal - 1 AS ordinal
 ), logged AS (
@@ -1228,6 +1230,7 @@ WITH picked AS (
     DELETE FROM {transitions} AS t
     USING (SELECT sequence, ordinal FROM leased WHERE ordinal >= %(cap)s) AS l
     WHERE %(history)s AND t.job_id = l.sequence AND t.ordinal <= l.ordinal - %(cap)s
+      AND t.job_id = ANY(ARRAY(SELECT sequence FROM leased WHERE ordinal >= %(cap)s))
 )
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {tags} AS t
@@ -1309,6 +1312,9 @@ WITH input AS (
            (j.state = 2 AND j.lease_owner = i.worker_id AND j.attempt = i.attempt
             AND j.lease_expiry > %(now)s) AS fenced_in
     FROM {jobs} AS j JOIN input AS i ON i.job_id = j.job_id
+    -- The planner cannot see how many rows the JSON holds (it guesses 100) and would scan the
+    -- whole table for the join; naming the ids as an array makes it probe the unique index.
+    WHERE j.job_id = ANY(ARRAY(SELECT job_id FROM input))
     ORDER BY j.sequence
     FOR UPDATE OF j
 ), applied AS (
@@ -1332,6 +1338,7 @@ WITH input AS (
     DELETE FROM {transitions} AS t
     USING (SELECT sequence, ordinal FROM applied WHERE ordinal >= %(cap)s) AS a
     WHERE %(history)s AND t.job_id = a.sequence AND t.ordinal <= a.ordinal - %(cap)s
+      AND t.job_id = ANY(ARRAY(SELECT sequence FROM applied WHERE ordinal >= %(cap)s))
 ){tagging}
 SELECT a.job_id, a.sequence, a.state FROM applied AS a
 """

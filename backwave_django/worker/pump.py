@@ -2,7 +2,8 @@
 
 One thread (the pump) talks to the store; handlers run on the :class:`Executor`. The loop:
 
-1. write every finished attempt's outcome in one ``report_outcomes`` batch;
+1. hand every finished attempt's outcome to the :class:`OutcomeWriter`, which writes them as one
+   ``report_outcomes`` batch on its own thread (and connection) while the pump goes on claiming;
 2. renew the leases of running jobs every ``HEARTBEAT_INTERVAL`` (delivering cancel requests,
    abandoning jobs whose lease was lost);
 3. run maintenance every ``MAINTENANCE_INTERVAL`` (expire leases, purge by retention, prune
@@ -25,6 +26,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
@@ -71,6 +73,59 @@ def make_worker_id(name: str | None) -> str:
     return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
+class OutcomeWriter:
+    """Writes outcome batches on a thread of its own, so the next claim overlaps the last write.
+
+    Django gives each thread its own connection, so the write is its own transaction beside the
+    pump's claims. One batch at a time: outcomes that finish meanwhile wait in the pump's outbox
+    and go together in the next batch. A batch comes back through ``on_done`` with its results, or
+    with the exception that stopped it (the pump keeps the outcomes and retries, or re-raises).
+    """
+
+    def __init__(self, using: str, worker_id: str, on_done: Callable[[WriteDone], None]) -> None:
+        self.using = using
+        self.worker_id = worker_id
+        self.on_done = on_done
+        self.batches: queue.SimpleQueue[list[Finished] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="backwave-outcomes", daemon=True)
+        self.thread.start()
+
+    def submit(self, batch: list[Finished]) -> None:
+        self.batches.put(batch)
+
+    def stop(self) -> None:
+        self.batches.put(None)
+        self.thread.join(timeout=30)
+
+    def _serve(self) -> None:
+        try:
+            while (batch := self.batches.get()) is not None:
+                try:
+                    reports = [finished.report(self.worker_id) for finished in batch]
+                    results = store.report_outcomes(reports, now=timezone.now())
+                except BaseException as exc:
+                    if isinstance(exc, DatabaseError | InterfaceError):
+                        connections[self.using].close()  # this thread's connection: reconnect next time
+                    self.on_done(WriteDone(batch, None, exc))
+                else:
+                    self.on_done(WriteDone(batch, results, None))
+        finally:
+            connections.close_all()
+
+
+@dataclass(frozen=True, slots=True)
+class WriteDone:
+    batch: list[Finished]
+    results: list[OutcomeResult] | None
+    error: BaseException | None
+
+
+def concurrent_writers(using: str) -> bool:
+    """Whether a second connection can write beside the pump's: not on SQLite, which has one writer
+    at a time (a second connection would only wait for the lock)."""
+    return connections[using].vendor != "sqlite"
+
+
 class Worker:
     def __init__(self, options: WorkerOptions, settings: BackWaveSettings | None = None) -> None:
         self.options = options
@@ -79,9 +134,18 @@ class Worker:
         self.using = router.db_for_write(JobRecord)
         self.queues = options.dispatch.queues
         self.running: dict[Any, Running] = {}
-        self.finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        #: Outcomes handed over by the job threads, and how many jobs are still executing.
+        self.finished: list[Finished] = []
+        self.finished_lock = threading.Lock()
+        self.executing = 0
         self.outbox: list[Finished] = []
         self.outbox_since = 0.0
+        #: The batch the outcome writer is writing now, and the writer's answers.
+        self.writing: list[Finished] | None = None
+        self.written: queue.SimpleQueue[WriteDone] = queue.SimpleQueue()
+        self.write_backoff = 0.0
+        self.write_not_before = 0.0
+        self.writer: OutcomeWriter | None = None
         self.last_claim_at = 0.0
         self.last_claim_empty = False
         self.hinted = False
@@ -139,8 +203,9 @@ class Worker:
         try:
             while True:
                 self._drain_finished()
+                self._collect_written()
                 if self._flush_due():
-                    self._guarded(self._flush_outcomes)
+                    self._flush_outcomes()
                 now_mono = time.monotonic()
                 if now_mono >= self.next_heartbeat:
                     self._guarded(self._heartbeat)
@@ -153,7 +218,7 @@ class Worker:
                     claimed = self._guarded(self._claim) or 0
                 if self._should_exit(claimed):
                     break
-                if claimed or not self.finished.empty():
+                if claimed or self.finished or not self.written.empty():
                     continue
                 self._sleep()
         finally:
@@ -175,6 +240,8 @@ class Worker:
         return True
 
     def _start(self) -> None:
+        if concurrent_writers(self.using):
+            self.writer = OutcomeWriter(self.using, self.worker_id, self._on_written)
         if HintListener.available(self.using):
             self.hints = HintListener(using=self.using, queues=self.queues, wake=self._hint)
             self.hints.start()
@@ -195,7 +262,7 @@ class Worker:
             logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
 
     def _should_exit(self, claimed: int) -> bool:
-        idle = not self.running and not self.outbox and self.finished.empty()
+        idle = not self.running and not self.outbox and self.writing is None and not self.finished
         if self.stopping:
             if idle:
                 return True
@@ -212,7 +279,11 @@ class Worker:
         if self.hints is not None:
             self.hints.stop()
         self._drain_finished()
-        self._guarded(self._flush_outcomes)
+        if self.writer is not None:
+            self._wait_for_writer()
+            self.writer.stop()
+            self.writer = None
+        self._guarded(self._write_inline)
         try:
             store.unregister_worker(self.worker_id)
         except DatabaseError as exc:
@@ -267,7 +338,9 @@ class Worker:
         return max(1, min(self.options.concurrency, self.settings.max_claim_batch) * 3 // 4)
 
     def _flush_due(self) -> bool:
-        if not self.outbox:
+        if not self.outbox or self.writing is not None:
+            return False
+        if time.monotonic() < self.write_not_before:
             return False
         if not self.running or self.stopping or len(self.outbox) >= self._batch:
             return True
@@ -294,15 +367,22 @@ class Worker:
         self.wakeup.set()
 
     def _on_finished(self, finished: Finished) -> None:
-        self.finished.put(finished)
-        self.wakeup.set()
+        """From the job threads: queue the outcome, and wake the pump only when it has something
+        to do: the first outcome (its linger starts), a batch's worth, or the last job running."""
+        with self.finished_lock:
+            self.finished.append(finished)
+            self.executing -= 1
+            count = len(self.finished)
+            wake = count == 1 or count >= self._batch or self.executing <= 0
+        if wake:
+            self.wakeup.set()
 
     def _drain_finished(self) -> None:
-        while True:
-            try:
-                finished = self.finished.get_nowait()
-            except queue.Empty:
+        with self.finished_lock:
+            if not self.finished:
                 return
+            drained, self.finished = self.finished, []
+        for finished in drained:
             job_id = finished.running.claimed.job_id
             if self.running.get(job_id) is not finished.running:
                 continue  # abandoned after its lease was lost: report nothing
@@ -313,13 +393,66 @@ class Worker:
             self.outbox.append(finished)
 
     def _flush_outcomes(self) -> None:
+        """Hand the outbox to the outcome writer (or, on SQLite, write it here)."""
+        if self.writer is None:
+            self._guarded(self._write_inline)
+            return
+        self.writing, self.outbox = self.outbox, []
+        self.writer.submit(self.writing)
+
+    def _write_inline(self) -> None:
         if not self.outbox:
             return
         batch = self.outbox
-        now = timezone.now()
         reports = [finished.report(self.worker_id) for finished in batch]
-        results = store.report_outcomes(reports, now=now)
+        results = store.report_outcomes(reports, now=timezone.now())
         self.outbox = []
+        self._logged(batch, results)
+
+    def _on_written(self, done: WriteDone) -> None:
+        self.written.put(done)
+        self.wakeup.set()
+
+    def _collect_written(self) -> None:
+        while True:
+            try:
+                done = self.written.get_nowait()
+            except queue.Empty:
+                return
+            self._take_written(done)
+
+    def _take_written(self, done: WriteDone) -> None:
+        """The writer's answer: log the outcomes, or put a failed batch back at the front."""
+        self.writing = None
+        if done.error is None:
+            assert done.results is not None
+            self.write_backoff = 0.0
+            self._logged(done.batch, done.results)
+            return
+        if not isinstance(done.error, DatabaseError | InterfaceError):
+            raise done.error  # a bug, not a fault: the same as a failed inline write
+        self.write_backoff = min(max(self.write_backoff * 2, 0.5), MAX_FAULT_BACKOFF_SECONDS)
+        self.write_not_before = time.monotonic() + self.write_backoff
+        logger.warning(
+            "Database fault writing %d outcome(s) (%s: %s); retrying in %.1f s",
+            len(done.batch),
+            type(done.error).__name__,
+            done.error,
+            self.write_backoff,
+        )
+        if not self.outbox:
+            self.outbox_since = time.monotonic()
+        self.outbox = done.batch + self.outbox
+
+    def _wait_for_writer(self) -> None:
+        """At shutdown: let the batch in flight finish; what failed stays in the outbox."""
+        while self.writing is not None:
+            try:
+                self._take_written(self.written.get())
+            except Exception:
+                logger.exception("Writing outcomes failed at shutdown")
+
+    def _logged(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
         for finished, result in zip(batch, results, strict=True):
             self._log_outcome(finished, result)
 
@@ -420,21 +553,22 @@ class Worker:
                 now=now,
             )
             self.options.dispatch.issued(batch)
-            for job in claimed:
-                self._start_job(job, now)
+            self.executor.start_many([self._running(job, now) for job in claimed])
             claimed_total += len(claimed)
             if not claimed:
                 break
         self.last_claim_empty = claimed_total == 0
         return claimed_total
 
-    def _start_job(self, job: ClaimedJob, now: datetime) -> None:
+    def _running(self, job: ClaimedJob, now: datetime) -> Running:
         context = JobContext(job_id=job.job_id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue)
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
+        with self.finished_lock:
+            self.executing += 1
         self.started_jobs += 1
         logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
-        self.executor.start(running)
+        return running
 
     def _sleep(self) -> None:
         timeout = self.settings.poll_interval.total_seconds()
@@ -442,8 +576,9 @@ class Worker:
         timeout = min(timeout, max(self.next_heartbeat - now_mono, 0.0))
         if self.stop_deadline is not None:
             timeout = min(timeout, max(self.stop_deadline - now_mono, 0.0))
-        if self.outbox:
-            timeout = min(timeout, max(self.outbox_since + OUTCOME_LINGER_SECONDS - now_mono, 0.0))
+        if self.outbox and self.writing is None:  # (a busy writer wakes the pump when it is done)
+            flush_at = max(self.outbox_since + OUTCOME_LINGER_SECONDS, self.write_not_before)
+            timeout = min(timeout, max(flush_at - now_mono, 0.0))
         if self.running and self._free_slots() > 0 and not self.stopping:
             timeout = min(timeout, max(self._next_partial_claim() - now_mono, 0.0))
         self.wakeup.wait(timeout)

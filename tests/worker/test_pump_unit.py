@@ -1,0 +1,153 @@
+"""The worker's in-process plumbing, without a database: job threads and the outcome hand-over."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import OperationalError
+
+from backwave_django.context import JobContext
+from backwave_django.core.dispatch import StrictDispatch
+from backwave_django.core.outcomes import ClaimedJob, Success
+from backwave_django.core.states import OutcomeResult
+from backwave_django.worker import Worker, WorkerOptions
+from backwave_django.worker.execution import Finished, JobThreads, Running
+from backwave_django.worker.pump import WriteDone
+
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def _finished() -> Finished:
+    job = ClaimedJob(
+        job_id=uuid.uuid4(),
+        wire_name="noop",
+        queue="default",
+        payload={"args": [], "kwargs": {}},
+        attempt=1,
+        due_time=T0,
+        lease_owner="w",
+        lease_expiry=T0 + timedelta(minutes=5),
+    )
+    context = JobContext(job_id=job.job_id, attempt=1, wire_name="noop", queue="default")
+    return Finished(Running(claimed=job, context=context, started=T0), Success())
+
+
+@pytest.fixture
+def threads() -> Iterator[JobThreads]:
+    pool = JobThreads(4)
+    yield pool
+    pool.shutdown()
+
+
+def test_a_batch_of_blocking_calls_runs_on_every_thread_at_once(threads: JobThreads) -> None:
+    # Each call waits for all four to be running: one thread working through the batch alone
+    # would break the barrier, so this passes only if each taker wakes the next idle thread.
+    barrier = threading.Barrier(4, timeout=5)
+    done: list[str] = []
+    lock = threading.Lock()
+
+    def call() -> None:
+        barrier.wait()
+        with lock:
+            done.append(threading.current_thread().name)
+
+    threads.submit_many([(call, ()) for _ in range(4)])
+    deadline = time.monotonic() + 10
+    while len(done) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(set(done)) == 4
+    assert not barrier.broken
+
+
+def test_quick_calls_all_run_and_later_batches_still_wake_a_thread(threads: JobThreads) -> None:
+    ran: list[int] = []
+    event = threading.Event()
+
+    def call(n: int) -> None:
+        ran.append(n)
+        if len(ran) == 250:
+            event.set()
+
+    for start in range(0, 250, 50):
+        threads.submit_many([(call, (n,)) for n in range(start, start + 50)])
+        time.sleep(0.01)  # let the threads go idle between batches
+    assert event.wait(5)
+    assert sorted(ran) == list(range(250))
+
+
+def test_shutdown_drops_calls_not_yet_started(threads: JobThreads) -> None:
+    gate = threading.Event()
+    started = threading.Semaphore(0)
+    ran: list[int] = []
+
+    def blocker() -> None:
+        started.release()
+        gate.wait(5)
+
+    for _ in range(4):
+        threads.submit(blocker)
+    for _ in range(4):
+        assert started.acquire(timeout=5)
+    threads.submit_many([(ran.append, (n,)) for n in range(10)])
+    threads.shutdown()
+    gate.set()
+    for thread in threads.threads:
+        thread.join(5)
+    assert ran == []
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4))
+    yield worker
+    worker.executor.shutdown()
+
+
+def test_a_failed_outcome_write_goes_back_to_the_front_of_the_outbox(worker: Worker) -> None:
+    first, second, later = _finished(), _finished(), _finished()
+    worker.writing = [first, second]
+    worker.outbox = [later]
+    worker._take_written(WriteDone([first, second], None, OperationalError("server closed the connection")))
+    assert worker.writing is None
+    assert worker.outbox == [first, second, later]
+    assert worker.write_backoff == 0.5
+    assert not worker._flush_due()  # it waits out the backoff before writing again
+    worker.write_not_before = 0.0
+    worker.running.clear()
+    assert worker._flush_due()
+
+
+def test_a_successful_write_resets_the_backoff(worker: Worker) -> None:
+    batch = [_finished()]
+    worker.write_backoff = 4.0
+    worker.writing = batch
+    worker._take_written(WriteDone(batch, [OutcomeResult.APPLIED], None))
+    assert worker.writing is None
+    assert worker.write_backoff == 0.0
+    assert worker.outbox == []
+
+
+def test_an_error_that_is_not_a_database_fault_is_raised_in_the_pump(worker: Worker) -> None:
+    batch = [_finished()]
+    worker.writing = batch
+    with pytest.raises(ZeroDivisionError):
+        worker._take_written(WriteDone(batch, None, ZeroDivisionError("bug")))
+
+
+def test_only_the_first_outcome_a_batch_and_the_last_job_wake_the_pump(worker: Worker) -> None:
+    worker.executing = 4  # concurrency 4: a batch is 3
+    worker.wakeup.clear()
+    wakes = []
+    for n in range(1, 5):
+        worker._on_finished(_finished())
+        if worker.wakeup.is_set():
+            wakes.append(n)
+            worker.wakeup.clear()
+    # 1st (its linger starts), 3rd (a batch's worth), 4th (nothing left executing)
+    assert wakes == [1, 3, 4]
+    assert len(worker.finished) == 4
