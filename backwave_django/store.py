@@ -27,7 +27,8 @@ import json
 import logging
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import reduce
@@ -1277,22 +1278,37 @@ def _pg_claim_queue(
 
 
 def _pg_fetch_prepared(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Run one of the hot-path statements with server-side parameters, and fetch its rows.
+    """Run one of the hot-path statements with server-side parameters, and fetch its rows."""
+    with _pg_server_cursor(using) as cursor:
+        cursor.execute(sql, params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
-    Django's cursors bind parameters on the client, which for these statements means quoting
-    arrays of 32 values into SQL text on every call and planning the query afresh on the server.
-    A plain psycopg cursor on the same connection (so inside the same transaction) sends the
-    parameters separately; psycopg then prepares the statement after ``prepare_threshold``
-    executions (5 by default; ``"OPTIONS": {"prepare_threshold": None}`` turns it off, e.g.
-    behind PgBouncer in transaction mode), so the server plans it once per connection.
-    Errors still arrive as Django's database exceptions.
+
+#: Above this many parameters a statement is bound on the client (the protocol allows 65,535).
+_SERVER_SIDE_PARAMS_MAX = 10_000
+
+
+@contextmanager
+def _pg_server_cursor(using: str) -> Iterator[Any]:
+    """A cursor on the same connection (so in the same transaction) that binds on the server.
+
+    Django's cursors bind parameters on the client, which for the hot-path statements means
+    quoting every value into SQL text on each call and planning the query afresh on the server.
+    A plain psycopg cursor sends the parameters separately; psycopg then prepares the statement
+    after ``prepare_threshold`` executions (Django's default, None, never prepares; 5 is psycopg's
+    own default; leave it None behind PgBouncer in transaction mode), so the server plans it once
+    per connection. It is wrapped like Django's own cursors: execute wrappers, ``connection.queries``
+    under DEBUG, ``assertNumQueries`` and Django's database exceptions all see it.
     """
     import psycopg  # only PostgreSQL projects have it
 
     connection = connections[using]
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    connection.ensure_connection()
+    raw: Any = psycopg.Cursor(connection.connection)  # (django-stubs type these for Django's own cursors)
+    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    with wrapped as cursor:
+        yield cursor
 
 
 def _json(value: Any) -> Any:
@@ -1347,7 +1363,7 @@ SELECT a.job_id, a.sequence, a.state FROM applied AS a
 # report statement may have waited for a parent's row lock held by an enqueue that then committed
 # a new edge to it; that statement's snapshot predates the edge, a new statement's does not (and the
 # parent's row lock, held until commit, keeps any later enqueue from adding one).
-_PG_PARENTS_WITH_CHILDREN = "SELECT DISTINCT parent_id FROM {edges} WHERE parent_id = ANY(%s)"
+_PG_PARENTS_WITH_CHILDREN = "SELECT DISTINCT parent_id FROM {edges} WHERE parent_id = ANY(%(ended)s)"
 
 _PG_REPORT_TAGS = """, tagged AS (
     INSERT INTO {tags} (job_id, key, value)
@@ -1403,9 +1419,8 @@ def _pg_report(
     ended = [sequence for _, sequence, state in rows if state >= _S.SUCCEEDED]
     with_children: set[int] = set()
     if ended:
-        with connections[using].cursor() as cursor:
-            cursor.execute(_PG_PARENTS_WITH_CHILDREN.format(**tables), [ended])
-            with_children = {parent for (parent,) in cursor.fetchall()}
+        query = _PG_PARENTS_WITH_CHILDREN.format(**tables)
+        with_children = {parent for (parent,) in _pg_fetch_prepared(using, query, {"ended": ended})}
     # Parents that just ended and have waiting children: resolve their latches (rare; the ORM path).
     parents = [
         (_Row(sequence, job_id, "", state, 0, now, None, None, False, 0, 0, 0), _S(state))
@@ -1504,9 +1519,13 @@ def _pg_enqueue_without_parents(
         tables = _tables()
         tagging = _PG_ENQUEUE_TAGS.format(tag_values=", ".join(tag_values), **tables) if tag_values else ""
         sql = _PG_ENQUEUE.format(values=", ".join(values), tagging=tagging, **tables)
-        with connections[using].cursor() as cursor:
-            cursor.execute(sql, params)
-            inserted = {job_id for job_id, _ in cursor.fetchall()}
+        if len(params) <= _SERVER_SIDE_PARAMS_MAX:
+            rows = _pg_fetch_prepared(using, sql, params)
+        else:
+            with connections[using].cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+        inserted = {job_id for job_id, _ in rows}
     else:
         inserted = set()
     return [

@@ -103,9 +103,14 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _prepare_threshold(database: Any) -> Any:
+    return database.get("OPTIONS", {}).get("prepare_threshold")
+
+
 def environment(conn: Any, args: argparse.Namespace) -> dict[str, Any]:
     import django
     import psycopg
+    from django.conf import settings
 
     from .harness import scalar
 
@@ -133,6 +138,7 @@ def environment(conn: Any, args: argparse.Namespace) -> dict[str, Any]:
         "python": platform.python_version(),
         "django": django.get_version(),
         "psycopg": psycopg.__version__,
+        "prepare_threshold": _prepare_threshold(settings.DATABASES["default"]),
         "args": {k: v for k, v in vars(args).items() if k != "selected"},
         "selected": args.selected,
     }
@@ -356,7 +362,8 @@ def heading(env: dict[str, Any]) -> str:
     pg = env["postgresql"]
     return (
         f"backwave_django benchmarks — {env['date']}, commit {env['git_commit']}{dirty}, {env['cpus']} CPUs, "
-        f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']})"
+        f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']}), "
+        f"worker prepare_threshold={env.get('prepare_threshold')} (raw baselines: psycopg's default, 5)"
     )
 
 
