@@ -613,10 +613,10 @@ def _lock_queues(using: str, queues: Iterable[str], *, exclusive: bool) -> None:
         cursor.execute(f"SELECT {calls}", [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)])
 
 
-def _queue_gates(using: str, queues: list[str]) -> dict[str, int | None]:
+def _queue_gates(using: str, queues: list[str], *, async_commit: bool = False) -> dict[str, int | None]:
     """How many jobs each queue may lease now: 0 when paused or full, None when unlimited."""
     if _postgres(using):
-        options = _pg_queue_options(using, queues)
+        options = _pg_queue_options(using, queues, async_commit=async_commit)
     else:
         _lock_queues(using, queues, exclusive=False)
         options = {
@@ -676,9 +676,11 @@ def claim(
         return []
     using = _db()
     expiry = now + lease_duration
+    # A claim that is its own transaction commits without waiting for the disk (see _pg_queue_options).
+    own_transaction = not connections[using].in_atomic_block
 
     def body() -> list[ClaimedJob]:
-        gates = _queue_gates(using, served)
+        gates = _queue_gates(using, served, async_commit=own_transaction)
         if _postgres(using):
             claimed: list[ClaimedJob] = []
             for queue in served:
@@ -1191,20 +1193,35 @@ def _tables() -> dict[str, str]:
     }
 
 
-def _pg_queue_options(using: str, queues: list[str]) -> dict[str, tuple[bool, int | None]]:
-    """Take the claim's shared queue locks and read the queues' settings in one round trip.
+def _pg_queue_options(
+    using: str, queues: list[str], *, async_commit: bool
+) -> dict[str, tuple[bool, int | None]]:
+    """Open a claim: commit without waiting for the WAL flush, take the shared queue locks and
+    read the queues' settings, in one round trip.
 
-    Two statements in one string: the settings are read by the second, whose snapshot is taken
-    after the first has acquired the locks.
+    Three statements in one string: the settings are read by the last, whose snapshot is taken
+    after the locks were acquired.
+
+    A claim's durability is not needed for any guarantee, so its commit does not wait for the
+    disk (``SET LOCAL synchronous_commit = off``, this transaction only). If PostgreSQL crashes
+    and loses a claim that a worker already acted on, the job is simply Scheduled again, as if
+    the claim had never happened: the worker's outcome for it is fenced off (the job is not
+    Leased by it), and the job runs again, which at-least-once execution allows. Outcomes,
+    enqueues and operator actions keep waiting for the flush. A claim made inside the caller's
+    own transaction leaves that transaction's commit alone (``async_commit=False``).
     """
     keys = sorted({_queue_key(q) for q in queues})
     calls = ", ".join("pg_advisory_xact_lock_shared(%s, %s)" for _ in keys)
     table = _tables()["queues"]
-    sql = f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
+    sql = (
+        ("SET LOCAL synchronous_commit = off; " if async_commit else "")
+        + f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
+    )
     params: list[Any] = [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)]
     with connections[using].cursor() as cursor:
         cursor.execute(sql, [*params, queues])
-        cursor.nextset()
+        for _ in range(2 if async_commit else 1):
+            cursor.nextset()
         return {queue: (paused, limit) for queue, paused, limit in cursor.fetchall()}
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from ...checks import jobs_database
-from ...conf import get_settings
+from ...conf import BackWaveSettings, get_settings
 from ...core.dispatch import Dispatch, StrictDispatch, WeightedDispatch, parse_weights
 from ...registry import definitions
 
@@ -93,8 +94,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...worker import Worker, WorkerOptions
-        from ...worker.supervisor import Supervisor, child_command
+        from ...worker.supervisor import Supervisor, can_fork, child_command, fork_worker, spawn_command
 
         if not options.get("skip_checks"):
             # Django leaves the database checks (SKIP LOCKED, server version, SQLite transaction
@@ -104,10 +104,21 @@ class Command(BaseCommand):
         dispatch = self._dispatch(options)
         _configure_logging(options["verbosity"])
         if options["processes"] > 1:
-            supervisor = Supervisor(
-                child_command(sys.orig_argv), options["processes"], restart_clean_exits=not options["burst"]
-            )
-            sys.exit(supervisor.run())
+            if can_fork():
+                # Children forked from here start working at once; they must not share this
+                # process's database connections (the checks above opened one).
+                connections.close_all()
+                start_child = fork_worker(lambda: self._run_worker(options, settings, dispatch))
+            else:
+                start_child = spawn_command(child_command(sys.orig_argv))
+            processes, burst = options["processes"], options["burst"]
+            sys.exit(Supervisor(start_child, processes, restart_clean_exits=not burst).run())
+        sys.exit(self._run_worker(options, settings, dispatch))
+
+    def _run_worker(self, options: dict[str, Any], settings: BackWaveSettings, dispatch: Dispatch) -> int:
+        """One worker process's whole life; returns its exit code."""
+        from ...worker import Worker, WorkerOptions
+
         worker = Worker(
             WorkerOptions(
                 dispatch=dispatch,
@@ -130,7 +141,7 @@ class Command(BaseCommand):
             import os
 
             os._exit(code)
-        sys.exit(code)
+        return code
 
 
 def _configure_logging(verbosity: int) -> None:
