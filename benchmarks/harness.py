@@ -101,6 +101,10 @@ def settle(conn: psycopg.Connection[Any], *, vacuum: bool = False) -> None:
     conn.execute("CHECKPOINT")
 
 
+def autovacuum_on(conn: psycopg.Connection[Any]) -> bool:
+    return bool(scalar(conn, "SHOW autovacuum") == "on")
+
+
 def scalar(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> Any:
     row = conn.execute(query, params).fetchone()
     return row[0] if row else None

@@ -117,7 +117,14 @@ def environment(conn: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     pg = {
         name: scalar(conn, f"SHOW {name}")
-        for name in ("server_version", "synchronous_commit", "fsync", "shared_buffers", "max_wal_size")
+        for name in (
+            "server_version",
+            "synchronous_commit",
+            "fsync",
+            "shared_buffers",
+            "max_wal_size",
+            "autovacuum",
+        )
     }
     busy = scalar(
         conn,
@@ -345,6 +352,12 @@ def details(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"memory: RSS {r['start']['VmRSS'] / 1024:.1f} MiB once idle, peak (VmHWM) {hwm / 1024:.1f} MiB; "
             f"{r['succeeded']:,} jobs Succeeded in {r['seconds']:.0f} s while being fed by enqueue_many"
+            + (
+                f"; autovacuum is off on this server, so the harness ran VACUUM on the job tables "
+                f"{r['harness_vacuums']} times (every 20,000 jobs)"
+                if r.get("harness_vacuums")
+                else ""
+            )
         )
     if r := ok("dependencies"):
         lines.append(
@@ -363,7 +376,8 @@ def heading(env: dict[str, Any]) -> str:
     pg = env["postgresql"]
     return (
         f"backwave_django benchmarks — {env['date']}, commit {env['git_commit']}{dirty}, {env['cpus']} CPUs, "
-        f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']}), "
+        f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']}, "
+        f"autovacuum={pg.get('autovacuum')}), "
         f"worker prepare_threshold={env.get('prepare_threshold')} (raw baselines: psycopg's default, 5)"
     )
 
