@@ -147,6 +147,7 @@ def environment(conn: Any, args: argparse.Namespace) -> dict[str, Any]:
         "django": django.get_version(),
         "psycopg": psycopg.__version__,
         "prepare_threshold": _prepare_threshold(settings.DATABASES["default"]),
+        "history": str(settings.BACKWAVE.get("HISTORY")),
         "args": {k: v for k, v in vars(args).items() if k != "selected"},
         "selected": args.selected,
     }
@@ -378,7 +379,8 @@ def heading(env: dict[str, Any]) -> str:
         f"backwave_django benchmarks — {env['date']}, commit {env['git_commit']}{dirty}, {env['cpus']} CPUs, "
         f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']}, "
         f"autovacuum={pg.get('autovacuum')}), "
-        f"worker prepare_threshold={env.get('prepare_threshold')} (raw baselines: psycopg's default, 5)"
+        f"worker prepare_threshold={env.get('prepare_threshold')} (raw baselines: psycopg's default, 5), "
+        f"HISTORY={env.get('history')}"
     )
 
 

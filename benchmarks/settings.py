@@ -46,6 +46,8 @@ BACKWAVE = {
     "RETENTION": {"SUCCEEDED_OR_CANCELLED": None, "DEAD_LETTERED_OR_QUARANTINED": None},
     # The fan-in measurement enqueues one child of 1,000 parents (the default limit is 16).
     "MAX_PARENTS_PER_JOB": 1000,
+    # The transition log, on by default; BACKWAVE_BENCH_HISTORY=OFF measures what it costs.
+    "HISTORY": os.environ.get("BACKWAVE_BENCH_HISTORY", "TRANSITIONS_AND_FAILURE_DETAIL"),
 }
 
 # Quiet by default. The harness raises the worker subprocesses to INFO (one line per worker start
