@@ -162,7 +162,9 @@ class JobThreads:
     a batch of calls wakes one idle thread, not one per call. A thread that takes a call while
     more wait wakes the next idle one before running it, so calls that block (I/O, sleeps) fan
     out over the threads at once, while quick calls are run back to back by the first thread
-    awake instead of paying a thread switch each. The calls report their own outcome (see
+    awake instead of paying a thread switch each. At most one thread is on its way up at a time
+    (``waking``): it takes the next call when it arrives and wakes the one after, so a batch of
+    quick calls costs one wake-up, not one per call. The calls report their own outcome (see
     :meth:`Executor._run_sync`), so nothing waits on them. Threads are daemons: :meth:`shutdown`
     drops calls not yet started and lets running ones finish in the background.
     """
@@ -172,6 +174,7 @@ class JobThreads:
         self.ready = threading.Condition(self.lock)
         self.calls: collections.deque[_Call] = collections.deque()
         self.idle = 0
+        self.waking = False
         self.stopped = False
         self.threads = [
             threading.Thread(target=self._serve, name=f"backwave-job-{n}", daemon=True) for n in range(size)
@@ -187,8 +190,7 @@ class JobThreads:
             return
         with self.lock:
             self.calls.extend(calls)
-            if self.idle:
-                self.ready.notify()
+            self._wake_one()
 
     def shutdown(self) -> None:
         with self.lock:
@@ -204,12 +206,19 @@ class JobThreads:
                     self.ready.wait()
                 finally:
                     self.idle -= 1
+                    self.waking = False  # (only a woken thread returns from the wait)
             if self.stopped:
                 return None
             call = self.calls.popleft()
-            if self.calls and self.idle:
-                self.ready.notify()  # more work: wake the next thread while this one runs
+            if self.calls:
+                self._wake_one()  # more work: wake the next thread while this one runs
             return call
+
+    def _wake_one(self) -> None:
+        """With the lock held: wake an idle thread, unless one is already on its way."""
+        if self.idle and not self.waking:
+            self.waking = True
+            self.ready.notify()
 
     def _serve(self) -> None:
         while (item := self._next()) is not None:
