@@ -182,9 +182,6 @@ class JobThreads:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, call: Callable[..., None], *args: Any) -> None:
-        self.submit_many([(call, args)])
-
     def submit_many(self, calls: list[_Call]) -> None:
         if not calls:
             return
@@ -242,9 +239,6 @@ class Executor:
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
         self.loop_thread.start()
-
-    def start(self, running: Running) -> None:
-        self.start_many([running])
 
     def start_many(self, batch: list[Running]) -> None:
         """Route and start a claimed batch: sync handlers go to the job threads in one hand-off."""

@@ -553,6 +553,8 @@ class Worker:
                 now=now,
             )
             self.options.dispatch.issued(batch)
+            with self.finished_lock:
+                self.executing += len(claimed)
             self.executor.start_many([self._running(job, now) for job in claimed])
             claimed_total += len(claimed)
             if not claimed:
@@ -564,8 +566,6 @@ class Worker:
         context = JobContext(job_id=job.job_id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue)
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
-        with self.finished_lock:
-            self.executing += 1
         self.started_jobs += 1
         logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
         return running

@@ -43,7 +43,7 @@ class InProcessWorker:
 
     def run(self, result_id: str) -> Finished:
         claimed = claim(result_id, worker=self.worker_id)
-        self.executor.start(self._running(claimed))
+        self.executor.start_many([self._running(claimed)])
         finished = self.finished.get(timeout=20)
         applied = store.report_outcome(
             OutcomeReport(

@@ -89,8 +89,7 @@ def test_shutdown_drops_calls_not_yet_started(threads: JobThreads) -> None:
         started.release()
         gate.wait(5)
 
-    for _ in range(4):
-        threads.submit(blocker)
+    threads.submit_many([(blocker, ()) for _ in range(4)])
     for _ in range(4):
         assert started.acquire(timeout=5)
     threads.submit_many([(ran.append, (n,)) for n in range(10)])
