@@ -144,19 +144,28 @@ def _is_deadlock(error: OperationalError) -> bool:
     return bool(error.args) and error.args[0] in _MYSQL_DEADLOCK_CODES
 
 
-def _atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
-    """Run ``body`` in ``transaction.atomic`` and run it again if the database picked it as a
-    deadlock victim. The failed try is rolled back whole (to its savepoint inside a caller's
-    transaction, where PostgreSQL also releases the locks it took), so a retry starts clean."""
+def _retrying(body: Callable[[], _T]) -> _T:
+    """Run ``body`` (a transaction of its own) again if the database picked it as a deadlock victim."""
     for attempt in range(1, DEADLOCK_RETRIES + 1):
         try:
-            with transaction.atomic(using=using):
-                return body()
+            return body()
         except OperationalError as error:
             if attempt == DEADLOCK_RETRIES or not _is_deadlock(error):
                 raise
             logger.info("Store operation was a deadlock victim; retrying (try %d).", attempt + 1)
     raise AssertionError("unreachable")
+
+
+def _atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
+    """Run ``body`` in ``transaction.atomic`` and run it again if the database picked it as a
+    deadlock victim. The failed try is rolled back whole (to its savepoint inside a caller's
+    transaction, where PostgreSQL also releases the locks it took), so a retry starts clean."""
+
+    def attempt() -> _T:
+        with transaction.atomic(using=using):
+            return body()
+
+    return _retrying(attempt)
 
 
 # --- Rows and the unit of work ----------------------------------------------------------------
@@ -678,6 +687,17 @@ def claim(
     expiry = now + lease_duration
     # A claim that is its own transaction commits without waiting for the disk (see _pg_queue_options).
     own_transaction = not connections[using].in_atomic_block
+    head: list[ClaimedJob] = []
+    if own_transaction and _postgres(using):
+        head, limited_from = _retrying(
+            lambda: _pg_claim_in_one_flight(
+                using, served, limit, worker_id=worker_id, expiry=expiry, now=now, settings=settings
+            )
+        )
+        if limited_from is None or len(head) >= limit:
+            return head
+        # A queue with a concurrency limit: it and the queues after it are served exactly, below.
+        served, limit = served[limited_from:], limit - len(head)
 
     def body() -> list[ClaimedJob]:
         gates = _queue_gates(using, served, async_commit=own_transaction)
@@ -732,7 +752,7 @@ def claim(
             for row, wire_name, payload in leased
         ]
 
-    return _atomic_retrying(using, body)
+    return head + _atomic_retrying(using, body)
 
 
 def _take(wanted: int, slots: int | None) -> int:
@@ -825,6 +845,10 @@ def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[
     if _postgres(using) and len({r.job_id for r in reports}) == len(reports):
         # One statement for the batch. (A batch naming a job twice takes the ORM path, which
         # applies its reports in order.)
+        if not connections[using].in_atomic_block:
+            written = _retrying(lambda: _pg_report_in_one_flight(using, reports, now, settings))
+            if written is not None:
+                return written
         return _atomic_retrying(using, lambda: _pg_report(using, reports, now, settings))
 
     def body() -> list[OutcomeResult]:
@@ -1214,9 +1238,8 @@ def _pg_queue_options(
     calls = ", ".join("pg_advisory_xact_lock_shared(%s, %s)" for _ in keys)
     table = _tables()["queues"]
     sql = (
-        ("SET LOCAL synchronous_commit = off; " if async_commit else "")
-        + f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
-    )
+        "SET LOCAL synchronous_commit = off; " if async_commit else ""
+    ) + f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
     params: list[Any] = [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)]
     with connections[using].cursor() as cursor:
         cursor.execute(sql, [*params, queues])
@@ -1278,6 +1301,113 @@ def _pg_claim_queue(
         "cap": settings.max_transitions_per_job,
     }
     rows = _pg_fetch_prepared(using, _PG_CLAIM.format(**_tables()), params)
+    return _claimed_jobs(rows, worker_id, expiry)
+
+
+# The claim as sent in one flight: the LIMIT is worked out in the statement, from the queue
+# settings it reads (its snapshot is taken after the flight's earlier statement took the queue
+# locks) and from what the flight's claims for earlier queues have leased (rows of this
+# transaction: their version was written by it).
+_PG_CLAIM_GATED = _PG_CLAIM.replace(
+    "LIMIT %(take)s",
+    """LIMIT (
+        SELECT CASE
+            WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
+            -- A limited queue (this one or an earlier one) is served by the exact path, not here.
+            WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
+            ELSE greatest(%(take)s - (
+                SELECT count(*) FROM {jobs} AS e
+                WHERE e.state = 2 AND e.queue = ANY(%(before)s) AND e.lease_expiry = %(expiry)s
+                  AND e.lease_owner = %(worker)s AND e.xmin = pg_current_xact_id_if_assigned()::xid
+            ), 0)
+        END
+        FROM {queues} AS s WHERE s.queue = ANY(%(through)s)
+    )""",
+)
+
+
+def _pg_claim_in_one_flight(
+    using: str,
+    queues: list[str],
+    take: int,
+    *,
+    worker_id: str,
+    expiry: datetime,
+    now: datetime,
+    settings: BackWaveSettings,
+) -> tuple[list[ClaimedJob], int | None]:
+    """A claim that is its own transaction, sent to PostgreSQL in one round trip.
+
+    ``BEGIN``, the asynchronous commit and the shared queue locks, the queues' settings, one
+    claim statement per queue and ``COMMIT`` go out together in psycopg's pipeline mode, and
+    the server runs them in order; the worker waits once instead of four times. Each claim
+    statement works out its own batch size (paused queues take nothing, and later queues take
+    what earlier ones left). Queues with a concurrency limit need the exact, locked count of
+    :func:`_queue_gates`: the flight takes nothing from the first such queue on, and returns its
+    index so that :func:`claim` serves the rest in a transaction of the classic shape.
+    """
+    tables = _tables()
+    keys = sorted({_queue_key(q) for q in queues})
+    locks = ", ".join("pg_advisory_xact_lock_shared(%s, %s)" for _ in keys)
+    claim_sql = _PG_CLAIM_GATED.format(**tables)
+    common: dict[str, Any] = {
+        "now": now,
+        "take": take,
+        "worker": worker_id,
+        "expiry": expiry,
+        "history": settings.history is not HistoryPolicy.OFF,
+        "cap": settings.max_transitions_per_job,
+    }
+    with _pg_by_hand(using) as (pipeline, cursor):
+        control, gates, *claims = (cursor() for _ in range(2 + len(queues)))
+        with pipeline():
+            control.execute("BEGIN")
+            control.execute(
+                f"SELECT set_config('synchronous_commit', 'off', true), {locks}",
+                [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)],
+            )
+            gates.execute(
+                f"SELECT queue, paused, concurrency_limit FROM {tables['queues']} WHERE queue = ANY(%s)",
+                [queues],
+            )
+            for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
+                bounds = {"before": queues[:index], "through": queues[: index + 1]}
+                claim_cursor.execute(claim_sql, {**common, "queue": queue, **bounds})
+            control.execute("COMMIT")
+        limited = {queue for queue, paused, limit in gates.fetchall() if limit is not None and not paused}
+        claimed = [job for c in claims for job in _claimed_jobs(c.fetchall(), worker_id, expiry)]
+    limited_from = next((index for index, queue in enumerate(queues) if queue in limited), None)
+    return claimed, limited_from
+
+
+@contextmanager
+def _pg_by_hand(using: str) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
+    """A transaction that a hot-path function begins and ends itself, with SQL, so that several
+    statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
+    the connection and a factory of (Django-wrapped) cursors on it.
+
+    Only for a transaction of its own (never inside the caller's ``atomic()``: Django's
+    connection stays in autocommit mode throughout, and nothing here uses savepoints). Errors come
+    out as Django's database exceptions; a transaction left open by one is rolled back.
+    """
+    import psycopg  # only PostgreSQL projects have it
+
+    connection = connections[using]
+    connection.ensure_connection()
+    raw: Any = connection.connection
+    with connection.wrap_database_errors:
+        try:
+            yield raw.pipeline, lambda: _wrapped(connection, psycopg.Cursor(raw))
+        except BaseException:
+            if raw.pgconn.transaction_status in (
+                psycopg.pq.TransactionStatus.INTRANS,
+                psycopg.pq.TransactionStatus.INERROR,
+            ):
+                raw.execute("ROLLBACK")
+            raise
+
+
+def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime) -> list[ClaimedJob]:
     return [
         ClaimedJob(
             job_id=job_id,
@@ -1322,10 +1452,14 @@ def _pg_server_cursor(using: str) -> Iterator[Any]:
 
     connection = connections[using]
     connection.ensure_connection()
-    raw: Any = psycopg.Cursor(connection.connection)  # (django-stubs type these for Django's own cursors)
-    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-    with wrapped as cursor:
+    with _wrapped(connection, psycopg.Cursor(connection.connection)) as cursor:
         yield cursor
+
+
+def _wrapped(connection: Any, raw: Any) -> Any:
+    """A psycopg cursor wrapped like Django's own (execute wrappers, DEBUG's query log, error
+    translation). (django-stubs type the wrappers for Django's own cursors only.)"""
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
 def _json(value: Any) -> Any:
@@ -1391,9 +1525,9 @@ _PG_REPORT_TAGS = """, tagged AS (
 )"""
 
 
-def _pg_report(
-    using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
-) -> list[OutcomeResult]:
+def _pg_report_statement(
+    reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
+) -> tuple[str, dict[str, Any]]:
     # The batch travels as one JSON document (C-encoded here, parsed by jsonb_to_recordset):
     # far cheaper than quoting nine arrays of values in Python.
     keep_detail = settings.history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
@@ -1431,12 +1565,17 @@ def _pg_report(
         "batch": json.dumps(batch),
         **({"tags": json.dumps(tags)} if tags else {}),
     }
-    rows = _pg_fetch_prepared(using, sql, params)
-    applied = {job_id for job_id, _, _ in rows}
+    return sql, params
+
+
+def _pg_report(
+    using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
+) -> list[OutcomeResult]:
+    rows = _pg_fetch_prepared(using, *_pg_report_statement(reports, now, settings))
     ended = [sequence for _, sequence, state in rows if state >= _S.SUCCEEDED]
     with_children: set[int] = set()
     if ended:
-        query = _PG_PARENTS_WITH_CHILDREN.format(**tables)
+        query = _PG_PARENTS_WITH_CHILDREN.format(**_tables())
         with_children = {parent for (parent,) in _pg_fetch_prepared(using, query, {"ended": ended})}
     # Parents that just ended and have waiting children: resolve their latches (rare; the ORM path).
     parents = [
@@ -1449,7 +1588,50 @@ def _pg_report(
         uow = _UnitOfWork(settings, now)
         _cascade(uow, using, parents)
         uow.flush(using)
+    return _report_results(reports, rows)
+
+
+def _report_results(reports: list[OutcomeReport], rows: list[tuple[Any, ...]]) -> list[OutcomeResult]:
+    applied = {job_id for job_id, _, _ in rows}
     return [OutcomeResult.APPLIED if r.job_id in applied else OutcomeResult.STALE_LEASE for r in reports]
+
+
+# The flight's check for waiting children: the reported jobs that this transaction (top level, no
+# savepoints: see _pg_by_hand) just ended, and that are parents. A statement of its own, after the
+# report statement, for the reason given at _PG_PARENTS_WITH_CHILDREN.
+_PG_ENDED_WITH_CHILDREN = """
+SELECT 1 FROM {jobs} AS j
+WHERE j.job_id = ANY(%(ids)s) AND j.state >= 3 AND j.xmin = pg_current_xact_id_if_assigned()::xid
+  AND EXISTS (SELECT 1 FROM {edges} AS d WHERE d.parent_id = j.sequence)
+LIMIT 1
+"""
+
+
+def _pg_report_in_one_flight(
+    using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
+) -> list[OutcomeResult] | None:
+    """An outcome batch that is its own transaction, in two round trips instead of four.
+
+    ``BEGIN``, the report statement and the check for waiting children go out together; the
+    ``COMMIT`` follows once the check has found none. When a job that just ended has waiting
+    children (its dependents' latches must be resolved in the same transaction, through the
+    ORM), the flight is rolled back and None returned: :func:`report_outcomes` then writes the
+    batch in a transaction of the classic shape.
+    """
+    sql, params = _pg_report_statement(reports, now, settings)
+    check = _PG_ENDED_WITH_CHILDREN.format(**_tables())
+    with _pg_by_hand(using) as (pipeline, cursor):
+        control, report, parents = cursor(), cursor(), cursor()
+        with pipeline():
+            control.execute("BEGIN")
+            report.execute(sql, params)
+            parents.execute(check, {"ids": [r.job_id for r in reports]})
+        if parents.fetchall():
+            control.execute("ROLLBACK")
+            return None
+        rows = report.fetchall()
+        control.execute("COMMIT")
+    return _report_results(reports, rows)
 
 
 def _outcome_columns(report: OutcomeReport) -> tuple[JobState, datetime | None, str | None, bool]:

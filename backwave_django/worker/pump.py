@@ -54,6 +54,10 @@ MAX_FAULT_BACKOFF_SECONDS = 30.0
 OUTCOME_LINGER_SECONDS = 0.005
 #: How long free slots short of a good batch wait before they are claimed anyway.
 CLAIM_LINGER_SECONDS = 0.020
+#: How many finished jobs per slot may wait for their outcome write without holding a slot: while
+#: one batch is being written the next can run, and the one after can finish and wait, so a busy
+#: worker's writes grow to two batches instead of its claims waiting for the writer.
+UNWRITTEN_SLOTS_FACTOR = 2
 #: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
 STALE_WORKER_HEARTBEATS = 5
 
@@ -347,7 +351,12 @@ class Worker:
         return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
 
     def _free_slots(self) -> int:
-        return self.options.concurrency - len(self.running) - len(self.outbox)
+        """Slots a claim may fill. A finished job whose outcome is not written yet runs nothing, so
+        it holds no slot, up to ``UNWRITTEN_SLOTS_FACTOR * concurrency`` such jobs; beyond that each
+        holds one, so the worker's leases stay bounded and a stalled writer stops the claims."""
+        concurrency = self.options.concurrency
+        unwritten = len(self.outbox) + len(self.writing or ())
+        return concurrency - len(self.running) - max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
 
     def _claim_due(self) -> bool:
         """Claim when a good batch is free, or nothing runs, or a hint arrived; partial batches

@@ -150,3 +150,19 @@ def test_only_the_first_outcome_a_batch_and_the_last_job_wake_the_pump(worker: W
     # 1st (its linger starts), 3rd (a batch's worth), 4th (nothing left executing)
     assert wakes == [1, 3, 4]
     assert len(worker.finished) == 4
+
+
+def test_finished_jobs_waiting_for_their_write_hold_no_slot_up_to_twice_the_concurrency(
+    worker: Worker,
+) -> None:
+    # concurrency 4: outcomes being written and waiting leave every slot free for the next claim
+    # until eight of them are unwritten; after that each one holds a slot again.
+    worker.writing = [_finished() for _ in range(4)]
+    worker.outbox = [_finished() for _ in range(4)]
+    assert worker._free_slots() == 4
+    worker.outbox.append(_finished())
+    assert worker._free_slots() == 3
+    worker.running = {i: object() for i in range(3)}  # type: ignore[misc]
+    assert worker._free_slots() == 0
+    worker.writing = None
+    assert worker._free_slots() == 1

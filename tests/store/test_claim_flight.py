@@ -1,0 +1,155 @@
+"""Claims and outcome batches that are their own transaction on PostgreSQL, sent in one flight.
+
+A claim's ``BEGIN``, queue locks, settings, one claim statement per queue and ``COMMIT`` go out
+together (psycopg's pipeline mode), and each claim statement works out its own batch size. An
+outcome batch's ``BEGIN``, report statement and check for waiting children go out together, and
+the ``COMMIT`` follows. These tests run outside any transaction (``transaction=True``), so the
+store takes those paths; ``test_claim.py`` and ``test_outcomes.py`` cover the same rules inside
+a caller's transaction, where both have the classic shape.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import OperationalError, connection
+
+from backwave_django import JobState, store
+from backwave_django.core.outcomes import OutcomeReport, Success
+from backwave_django.core.states import OutcomeResult
+from backwave_django.models import JobRecord
+
+from ..conftest import LEASE, T0, WORKER, enqueue, row
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _claim(queues: list[str], max_jobs: int = 32, now: Any = T0) -> list[Any]:
+    return store.claim(worker_id=WORKER, queues=queues, max_jobs=max_jobs, lease_duration=LEASE, now=now)
+
+
+def _statements(call: Any) -> list[str]:
+    seen: list[str] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(" ".join(sql.split()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        call()
+    return seen
+
+
+def _idle() -> bool:
+    return bool(connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+
+
+def test_a_claim_is_one_transaction_sent_in_one_flight() -> None:
+    job = enqueue(queue="a")
+    claimed: list[Any] = []
+    statements = _statements(lambda: claimed.extend(_claim(["a", "b"])))
+    assert [c.job_id for c in claimed] == [job]
+    assert statements[0] == "BEGIN"
+    assert statements[-1] == "COMMIT"
+    assert "pg_advisory_xact_lock_shared" in statements[1]
+    assert sum(s.startswith("WITH picked") for s in statements) == 2  # one claim statement per queue
+    assert _idle()
+    assert row(job).state == JobState.LEASED
+
+
+def test_queues_are_served_in_order_and_later_queues_get_what_earlier_ones_left() -> None:
+    late_b = enqueue(queue="b", due_time=T0 - timedelta(minutes=1))
+    early_b = enqueue(queue="b", due_time=T0 - timedelta(minutes=5))
+    a1 = enqueue(queue="a")
+    a0 = enqueue(queue="a", due_time=T0 - timedelta(minutes=1))
+    c1 = enqueue(queue="c")
+    assert [c.job_id for c in _claim(["a", "b", "c"], max_jobs=3)] == [a0, a1, early_b]
+    assert [c.job_id for c in _claim(["a", "b", "c"], max_jobs=3)] == [late_b, c1]
+
+
+def test_claims_with_the_same_clock_reading_count_only_their_own_leases() -> None:
+    # Same worker, same `now` (so the same lease expiry) twice: the second claim's batch size
+    # must not count the first claim's leases in queue a as its own.
+    a = enqueue(queue="a")
+    b1 = enqueue(queue="b")
+    b2 = enqueue(queue="b", due_time=T0 + timedelta(microseconds=1))
+    assert [c.job_id for c in _claim(["a", "b"], max_jobs=1)] == [a]
+    assert [c.job_id for c in _claim(["a", "b"], max_jobs=1)] == [b1]
+    assert [c.job_id for c in _claim(["a", "b"], max_jobs=2, now=T0 + timedelta(seconds=1))] == [b2]
+
+
+def test_a_paused_queue_yields_nothing_and_the_next_queue_is_served() -> None:
+    enqueue(queue="paused")
+    other = enqueue(queue="other")
+    store.pause_queue("paused", actor="ops", now=T0)
+    assert [c.job_id for c in _claim(["paused", "other"])] == [other]
+    assert JobRecord.objects.filter(queue="paused", state=JobState.SCHEDULED).count() == 1
+
+
+def test_a_limited_queue_keeps_its_place_and_its_limit() -> None:
+    first = enqueue(queue="first")
+    limited = [enqueue(queue="limited", due_time=T0 - timedelta(seconds=3 - i)) for i in range(3)]
+    last = [enqueue(queue="last", due_time=T0 - timedelta(seconds=2 - i)) for i in range(2)]
+    store.set_concurrency_limit("limited", 2, actor="ops", now=T0)
+    claimed = _claim(["first", "limited", "last"], max_jobs=4)
+    assert [c.job_id for c in claimed] == [first, limited[0], limited[1], last[0]]
+    assert [c.job_id for c in _claim(["first", "limited", "last"])] == [last[1]]  # limited is full
+    assert _idle()
+
+
+def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> None:
+    job = enqueue(queue="a")
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '50ms'")
+    blocker = psycopg.connect(
+        **{k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"},
+        autocommit=False,
+    )
+    try:
+        # An operator change in progress holds the queue's lock exclusively.
+        blocker.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", (store._QUEUE_LOCK_CLASS, store._queue_key("a"))
+        )
+        with pytest.raises(OperationalError, match="lock"):
+            _claim(["a"])
+        assert _idle()
+        assert row(job).state == JobState.SCHEDULED
+        blocker.rollback()
+        assert [c.job_id for c in _claim(["a"])] == [job]
+    finally:
+        blocker.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+
+def _success(claimed: Any, worker: str = WORKER) -> OutcomeReport:
+    return OutcomeReport(job_id=claimed.job_id, worker_id=worker, attempt=claimed.attempt, outcome=Success())
+
+
+def test_an_outcome_batch_is_begin_report_and_check_in_one_flight_then_commit() -> None:
+    first, second = enqueue(), enqueue()
+    claimed = _claim(["default"])
+    reports = [_success(claimed[0]), _success(claimed[1], worker="someone-else")]
+    results: list[Any] = []
+    statements = _statements(lambda: results.extend(store.report_outcomes(reports, now=T0)))
+    assert results == [OutcomeResult.APPLIED, OutcomeResult.STALE_LEASE]
+    assert [s.split()[0] for s in statements] == ["BEGIN", "WITH", "SELECT", "COMMIT"]
+    assert _idle()
+    assert (row(first).state, row(second).state) == (JobState.SUCCEEDED, JobState.LEASED)
+
+
+def test_a_parent_with_waiting_children_is_written_by_the_classic_transaction() -> None:
+    parent = enqueue()
+    child = enqueue(parents=[parent])
+    [claimed] = _claim(["default"])
+    results: list[Any] = []
+    statements = _statements(lambda: results.extend(store.report_outcomes([_success(claimed)], now=T0)))
+    assert results == [OutcomeResult.APPLIED]
+    assert [s.split()[0] for s in statements[:4]] == ["BEGIN", "WITH", "SELECT", "ROLLBACK"]
+    assert _idle()
+    assert row(parent).state == JobState.SUCCEEDED
+    assert row(child).state == JobState.SCHEDULED  # released by the cascade, in the same commit
+    assert [c.job_id for c in _claim(["default"])] == [child]
