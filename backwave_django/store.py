@@ -1201,10 +1201,17 @@ def prune_workers(*, seen_before: datetime) -> int:
 
 
 def _postgres(using: str) -> bool:
+    """Whether this module's PostgreSQL statements apply: Django's PostgreSQL backend on psycopg 3,
+    binding parameters on the client (Django's default). Otherwise (psycopg2, or the
+    ``server_side_binding`` option) the ORM path does the same work."""
     connection = connections[using]
-    return connection.vendor == "postgresql" and not connection.settings_dict.get("OPTIONS", {}).get(
+    if connection.vendor != "postgresql" or connection.settings_dict.get("OPTIONS", {}).get(
         "server_side_binding"
-    )
+    ):
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3
 
 
 def _tables() -> dict[str, str]:

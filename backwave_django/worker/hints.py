@@ -31,7 +31,12 @@ class HintListener:
 
     @staticmethod
     def available(using: str) -> bool:
-        return connections[using].vendor == "postgresql"
+        """PostgreSQL through psycopg 3 (the listener's own connection is a psycopg 3 one)."""
+        if connections[using].vendor != "postgresql":
+            return False
+        from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+        return is_psycopg3
 
     def start(self) -> None:
         self.thread.start()

@@ -153,3 +153,19 @@ def test_a_parent_with_waiting_children_is_written_by_the_classic_transaction() 
     assert row(parent).state == JobState.SUCCEEDED
     assert row(child).state == JobState.SCHEDULED  # released by the cascade, in the same commit
     assert [c.job_id for c in _claim(["default"])] == [child]
+
+
+def test_on_psycopg2_the_store_takes_the_orm_path_and_workers_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Django's PostgreSQL backend also runs on psycopg2; the statements above need psycopg 3.
+    from django.db.backends.postgresql import psycopg_any
+
+    from backwave_django.worker.hints import HintListener
+
+    monkeypatch.setattr(psycopg_any, "is_psycopg3", False)
+    job = enqueue(queue="a")
+    claimed: list[Any] = []
+    statements = _statements(lambda: claimed.extend(_claim(["a"])))
+    assert [c.job_id for c in claimed] == [job]
+    assert not any(s in ("BEGIN", "COMMIT") or s.startswith("WITH picked") for s in statements)
+    assert store.report_outcomes([_success(claimed[0])], now=T0) == [OutcomeResult.APPLIED]
+    assert not HintListener.available("default")
