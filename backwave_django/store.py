@@ -1345,8 +1345,9 @@ def _pg_claim_in_one_flight(
 ) -> tuple[list[ClaimedJob], int | None]:
     """A claim that is its own transaction, sent to PostgreSQL in one round trip.
 
-    ``BEGIN``, the asynchronous commit and the shared queue locks, the queues' settings, one
-    claim statement per queue and ``COMMIT`` go out together in psycopg's pipeline mode, and
+    ``BEGIN``, the asynchronous commit and the shared queue locks (with a look at which queues
+    are limited), one claim statement per queue and ``COMMIT`` go out together in psycopg's
+    pipeline mode, and
     the server runs them in order; the worker waits once instead of four times. Each claim
     statement works out its own batch size (paused queues take nothing, and later queues take
     what earlier ones left). Queues with a concurrency limit need the exact, locked count of
@@ -1369,19 +1370,20 @@ def _pg_claim_in_one_flight(
         control, gates, *claims = (cursor() for _ in range(2 + len(queues)))
         with pipeline():
             control.execute("BEGIN")
-            control.execute(
-                f"SELECT set_config('synchronous_commit', 'off', true), {locks}",
-                [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)],
-            )
+            # Which queues are limited, read beside the locks: this snapshot may predate a change
+            # the locks waited for, so it only picks the path; the claim statements' own, later
+            # reads decide what is leased (a queue they see limited or paused yields nothing).
             gates.execute(
-                f"SELECT queue, paused, concurrency_limit FROM {tables['queues']} WHERE queue = ANY(%s)",
-                [queues],
+                f"SELECT set_config('synchronous_commit', 'off', true), {locks}, ARRAY("
+                f"SELECT queue FROM {tables['queues']} WHERE queue = ANY(%s)"
+                " AND concurrency_limit IS NOT NULL AND NOT paused)",
+                [*(v for key in keys for v in (_QUEUE_LOCK_CLASS, key)), queues],
             )
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"before": queues[:index], "through": queues[: index + 1]}
                 claim_cursor.execute(claim_sql, {**common, "queue": queue, **bounds})
             control.execute("COMMIT")
-        limited = {queue for queue, paused, limit in gates.fetchall() if limit is not None and not paused}
+        limited = set(gates.fetchone()[-1])
         claimed = [job for c in claims for job in _claimed_jobs(c.fetchall(), worker_id, expiry)]
     limited_from = next((index for index, queue in enumerate(queues) if queue in limited), None)
     return claimed, limited_from
