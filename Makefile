@@ -7,6 +7,7 @@
 #   make lint           ruff check and mypy
 #   make demo           the example project: admin console and worker together on SQLite (PORT=8000)
 #   make bench          the benchmark harness on PostgreSQL (ARGS=--quick for a short run); see docs/performance.md
+#   make profile        the worker's hot path in one process under py-spy (flame graph in benchmarks/results)
 #   make torture-short  the torture suite's ~1-2 minute run (CI); SEED=N replays a run
 #   make torture        the 30-minute torture run with chaos and PostgreSQL restarts (DURATION=seconds)
 #   make clean          remove the virtualenvs and caches
@@ -85,6 +86,15 @@ ARGS ?=
 .PHONY: bench
 bench: venv
 	$(VENV)/bin/python -m benchmarks.run $(ARGS)
+
+# The worker's hot path drained in one process under py-spy: prints batch sizes, wall times and
+# CPU per job, and writes the flame graph to benchmarks/results/profile.svg. ARGS as for
+# benchmarks/profile.py, e.g. ARGS="--n 50000 --concurrency 50".
+.PHONY: profile
+profile: venv
+	@mkdir -p benchmarks/results
+	$(VENV)/bin/py-spy record --nonblocking --rate 250 --output benchmarks/results/profile.svg -- \
+		$(VENV)/bin/python -m benchmarks.profile $(ARGS)
 
 # The torture suite on PostgreSQL (see docs/reliability.md): real workers and clients under chaos,
 # then an audit of the transition log and the client journals. Exit 0 clean, 1 violations, 2
