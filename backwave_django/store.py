@@ -144,6 +144,13 @@ def _is_deadlock(error: OperationalError) -> bool:
     return bool(error.args) and error.args[0] in _MYSQL_DEADLOCK_CODES
 
 
+def _own_transaction(using: str) -> bool:
+    """Whether a store call here would be a transaction of its own: the connection is in autocommit
+    mode (Django's default) and not inside the caller's ``atomic()`` block."""
+    connection = connections[using]
+    return connection.get_autocommit() and not connection.in_atomic_block
+
+
 def _retrying(body: Callable[[], _T]) -> _T:
     """Run ``body`` (a transaction of its own) again if the database picked it as a deadlock victim."""
     for attempt in range(1, DEADLOCK_RETRIES + 1):
@@ -686,7 +693,7 @@ def claim(
     using = _db()
     expiry = now + lease_duration
     # A claim that is its own transaction commits without waiting for the disk (see _pg_queue_options).
-    own_transaction = not connections[using].in_atomic_block
+    own_transaction = _own_transaction(using)
     head: list[ClaimedJob] = []
     if own_transaction and _postgres(using):
         head, limited_from = _retrying(
@@ -845,7 +852,7 @@ def report_outcomes(reports: Sequence[OutcomeReport], *, now: datetime) -> list[
     if _postgres(using) and len({r.job_id for r in reports}) == len(reports):
         # One statement for the batch. (A batch naming a job twice takes the ORM path, which
         # applies its reports in order.)
-        if not connections[using].in_atomic_block:
+        if _own_transaction(using):
             written = _retrying(lambda: _pg_report_in_one_flight(using, reports, now, settings))
             if written is not None:
                 return written

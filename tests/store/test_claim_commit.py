@@ -75,3 +75,21 @@ def test_outcomes_and_enqueues_wait_for_the_flush() -> None:
     statements += _statements(lambda: store.report_outcomes([report], now=T0))
     assert statements
     assert not any("synchronous_commit" in sql for sql in statements)
+
+
+def test_a_claim_in_the_callers_implicit_transaction_leaves_its_commit_alone() -> None:
+    # With autocommit off (DATABASES' AUTOCOMMIT=False, or set_autocommit) every statement is part
+    # of the caller's transaction, which the caller commits: the claim must not end it or change it.
+    before = _setting()
+    enqueue()
+    transaction.set_autocommit(False)
+    try:
+        statements = _statements(
+            lambda: store.claim(worker_id=WORKER, queues=["default"], max_jobs=5, lease_duration=LEASE, now=T0)
+        )
+        assert _setting() == before
+        transaction.rollback()  # the caller's decision: nothing of the claim stays
+    finally:
+        transaction.set_autocommit(True)
+    assert not any(ASYNC in sql or sql in ("BEGIN", "COMMIT") for sql in statements)
+    assert store.claim(worker_id=WORKER, queues=["default"], max_jobs=5, lease_duration=LEASE, now=T0)
