@@ -608,6 +608,15 @@ def _queue_key(queue: str) -> int:
     return zlib.crc32(queue.encode()) - 0x8000_0000  # fits PostgreSQL's int4
 
 
+def _queue_lock_calls(queues: Iterable[str], *, exclusive: bool) -> tuple[str, list[Any]]:
+    """The advisory-lock calls for these queues, in key order, and their parameters: the select
+    list of the one statement that takes them (empty when there are no queues)."""
+    keys = sorted({_queue_key(q) for q in queues})
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    calls = ", ".join(f"{function}(%s, %s)" for _ in keys)
+    return calls, [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)]
+
+
 def _lock_queues(using: str, queues: Iterable[str], *, exclusive: bool) -> None:
     """Serialize against operator changes to these queues' settings (PostgreSQL advisory locks).
 
@@ -620,13 +629,11 @@ def _lock_queues(using: str, queues: Iterable[str], *, exclusive: bool) -> None:
     connection = connections[using]
     if connection.vendor != "postgresql":
         return
-    keys = sorted({_queue_key(q) for q in queues})
-    if not keys:
+    calls, params = _queue_lock_calls(queues, exclusive=exclusive)
+    if not calls:
         return
-    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-    calls = ", ".join(f"{function}(%s, %s)" for _ in keys)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {calls}", [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)])
+        cursor.execute(f"SELECT {calls}", params)
 
 
 def _queue_gates(using: str, queues: list[str], *, async_commit: bool = False) -> dict[str, int | None]:
@@ -1248,13 +1255,12 @@ def _pg_queue_options(
     enqueues and operator actions keep waiting for the flush. A claim made inside the caller's
     own transaction leaves that transaction's commit alone (``async_commit=False``).
     """
-    keys = sorted({_queue_key(q) for q in queues})
-    calls = ", ".join("pg_advisory_xact_lock_shared(%s, %s)" for _ in keys)
+    calls, params = _queue_lock_calls(queues, exclusive=False)
     table = _tables()["queues"]
     sql = (
-        "SET LOCAL synchronous_commit = off; " if async_commit else ""
-    ) + f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
-    params: list[Any] = [v for key in keys for v in (_QUEUE_LOCK_CLASS, key)]
+        ("SET LOCAL synchronous_commit = off; " if async_commit else "")
+        + f"SELECT {calls}; SELECT queue, paused, concurrency_limit FROM {table} WHERE queue = ANY(%s)"
+    )
     with connections[using].cursor() as cursor:
         cursor.execute(sql, [*params, queues])
         for _ in range(2 if async_commit else 1):
@@ -1305,8 +1311,16 @@ def _pg_claim_queue(
     now: datetime,
     settings: BackWaveSettings,
 ) -> list[ClaimedJob]:
-    params: dict[str, Any] = {
-        "queue": queue,
+    params = {**_pg_claim_params(take, worker_id, expiry, now, settings), "queue": queue}
+    rows = _pg_fetch_prepared(using, _PG_CLAIM.format(**_tables()), params)
+    return _claimed_jobs(rows, worker_id, expiry)
+
+
+def _pg_claim_params(
+    take: int, worker_id: str, expiry: datetime, now: datetime, settings: BackWaveSettings
+) -> dict[str, Any]:
+    """The parameters a claim statement shares across queues (``queue`` is added per statement)."""
+    return {
         "now": now,
         "take": take,
         "worker": worker_id,
@@ -1314,8 +1328,6 @@ def _pg_claim_queue(
         "history": settings.history is not HistoryPolicy.OFF,
         "cap": settings.max_transitions_per_job,
     }
-    rows = _pg_fetch_prepared(using, _PG_CLAIM.format(**_tables()), params)
-    return _claimed_jobs(rows, worker_id, expiry)
 
 
 # The claim as sent in one flight: the LIMIT is worked out in the statement, from the queue
@@ -1354,25 +1366,16 @@ def _pg_claim_in_one_flight(
 
     ``BEGIN``, the asynchronous commit and the shared queue locks (with a look at which queues
     are limited), one claim statement per queue and ``COMMIT`` go out together in psycopg's
-    pipeline mode, and
-    the server runs them in order; the worker waits once instead of four times. Each claim
-    statement works out its own batch size (paused queues take nothing, and later queues take
-    what earlier ones left). Queues with a concurrency limit need the exact, locked count of
+    pipeline mode, and the server runs them in order; the worker waits once instead of four
+    times. Each claim statement works out its own batch size (paused queues take nothing, and
+    later queues take what earlier ones left). Queues with a concurrency limit need the exact, locked count of
     :func:`_queue_gates`: the flight takes nothing from the first such queue on, and returns its
     index so that :func:`claim` serves the rest in a transaction of the classic shape.
     """
     tables = _tables()
-    keys = sorted({_queue_key(q) for q in queues})
-    locks = ", ".join("pg_advisory_xact_lock_shared(%s, %s)" for _ in keys)
+    locks, lock_params = _queue_lock_calls(queues, exclusive=False)
     claim_sql = _PG_CLAIM_GATED.format(**tables)
-    common: dict[str, Any] = {
-        "now": now,
-        "take": take,
-        "worker": worker_id,
-        "expiry": expiry,
-        "history": settings.history is not HistoryPolicy.OFF,
-        "cap": settings.max_transitions_per_job,
-    }
+    common = _pg_claim_params(take, worker_id, expiry, now, settings)
     with _pg_by_hand(using) as (pipeline, cursor):
         control, gates, *claims = (cursor() for _ in range(2 + len(queues)))
         with pipeline():
@@ -1384,7 +1387,7 @@ def _pg_claim_in_one_flight(
                 f"SELECT set_config('synchronous_commit', 'off', true), {locks}, ARRAY("
                 f"SELECT queue FROM {tables['queues']} WHERE queue = ANY(%s)"
                 " AND concurrency_limit IS NOT NULL AND NOT paused)",
-                [*(v for key in keys for v in (_QUEUE_LOCK_CLASS, key)), queues],
+                [*lock_params, queues],
             )
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"before": queues[:index], "through": queues[: index + 1]}
