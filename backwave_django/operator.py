@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from . import client, store
+from .core.outcomes import ScheduleSpec
 from .core.states import CancelResult, RequeueResult, TriggerScheduleResult
 
 
@@ -38,3 +39,16 @@ def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
 def trigger_schedule(schedule_id: str, *, actor: str) -> TriggerScheduleResult:
     """Mint one instance of a schedule now (ignores no-overlap; the schedule's cursor is untouched)."""
     return store.trigger_schedule(schedule_id, actor=actor, now=client.clock())
+
+
+def save_schedule(spec: ScheduleSpec, *, actor: str) -> None:
+    """Create a schedule or redefine it (its cursor and skipped ticks are kept); always audited.
+
+    The cron and zone are validated first: ``ValueError``, nothing stored and nothing audited.
+    """
+    store.upsert_schedule(spec, now=client.clock(), actor=actor)
+
+
+def remove_schedule(schedule_id: str, *, actor: str) -> bool:
+    """Remove a schedule (instances already minted stay); audited when one was removed."""
+    return store.remove_schedule(schedule_id, actor=actor, now=client.clock())

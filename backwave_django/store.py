@@ -1759,15 +1759,20 @@ def _pg_enqueue_without_parents(
 # --- Recurring schedules ----------------------------------------------------------------------
 
 
-def upsert_schedule(spec: ScheduleSpec, *, now: datetime, declared_in_settings: bool = False) -> None:
+def upsert_schedule(
+    spec: ScheduleSpec, *, now: datetime, declared_in_settings: bool = False, actor: str | None = None
+) -> None:
     """Create a schedule, or redefine it in place keeping its cursor and skipped ticks.
 
     The cron and zone are validated first (``ValueError``, nothing stored). A new schedule's
-    cursor starts at ``now``: only ticks strictly after it are ever minted.
+    cursor starts at ``now``: only ticks strictly after it are ever minted. With an ``actor`` (an
+    operator's save) one ``save_schedule`` audit row is written in the same transaction.
     """
     if not isinstance(spec, ScheduleSpec):
         raise TypeError(f"spec must be a ScheduleSpec, got {type(spec).__name__}")
     require_aware("now", now)
+    if actor is not None:
+        _require_actor(actor)
     settings = get_settings()
     cron = resolve_schedule(spec.cron, spec.time_zone)
     if len(spec.wire_name) > settings.max_wire_name_length:
@@ -1785,11 +1790,18 @@ def upsert_schedule(spec: ScheduleSpec, *, now: datetime, declared_in_settings: 
         "no_overlap": spec.no_overlap,
         "declared_in_settings": declared_in_settings,
     }
-    RecurringSchedule.objects.using(_db()).update_or_create(
-        schedule_id=spec.schedule_id,
-        defaults=definition,  # a redefinition keeps the cursor and the skipped ticks
-        create_defaults={**definition, "cursor": now, "skipped_ticks": []},
-    )
+    using = _db()
+
+    def body() -> None:
+        RecurringSchedule.objects.using(using).update_or_create(
+            schedule_id=spec.schedule_id,
+            defaults=definition,  # a redefinition keeps the cursor and the skipped ticks
+            create_defaults={**definition, "cursor": now, "skipped_ticks": []},
+        )
+        if actor is not None:
+            _audit(using, actor, OperatorAction.SAVE_SCHEDULE, spec.schedule_id, now)
+
+    _atomic_retrying(using, body)
 
 
 def resolve_schedule(cron: str, time_zone: str | None) -> CronExpression:
@@ -1798,9 +1810,27 @@ def resolve_schedule(cron: str, time_zone: str | None) -> CronExpression:
     return CronExpression.parse(cron)
 
 
-def remove_schedule(schedule_id: str) -> None:
-    """Stop a schedule. Instances already minted are untouched and keep their ``schedule_id``."""
-    RecurringSchedule.objects.using(_db()).filter(schedule_id=schedule_id).delete()
+def remove_schedule(schedule_id: str, *, actor: str | None = None, now: datetime | None = None) -> bool:
+    """Stop a schedule. Instances already minted are untouched and keep their ``schedule_id``.
+
+    Returns whether a schedule was removed. With an ``actor`` (an operator's removal; ``now`` is
+    then required) a removal writes one ``remove_schedule`` audit row in the same transaction.
+    """
+    if actor is not None:
+        _require_actor(actor)
+        if now is None:
+            raise ValueError("remove_schedule needs now= when an actor is given (the audit's instant)")
+    if now is not None:
+        require_aware("now", now)
+    using = _db()
+
+    def body() -> bool:
+        deleted, _ = RecurringSchedule.objects.using(using).filter(schedule_id=schedule_id).delete()
+        if deleted and actor is not None and now is not None:
+            _audit(using, actor, OperatorAction.REMOVE_SCHEDULE, schedule_id, now)
+        return bool(deleted)
+
+    return _atomic_retrying(using, body)
 
 
 def prune_settings_schedules(declared: Iterable[str]) -> list[str]:

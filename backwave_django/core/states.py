@@ -67,6 +67,8 @@ class OperatorAction(TextChoices):
     PAUSE_QUEUE = "pause_queue", "Pause queue"
     RESUME_QUEUE = "resume_queue", "Resume queue"
     SET_CONCURRENCY_LIMIT = "set_concurrency_limit", "Set concurrency limit"
+    SAVE_SCHEDULE = "save_schedule", "Save schedule"
+    REMOVE_SCHEDULE = "remove_schedule", "Remove schedule"
 
 
 class EnqueueResult(enum.Enum):

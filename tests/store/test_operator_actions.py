@@ -151,3 +151,47 @@ def test_operator_actions_need_an_actor():
         store.pause_queue("q", actor="", now=T0)
     with pytest.raises(TypeError, match=r"job_id must be a uuid\.UUID"):
         store.requeue("not-a-uuid", actor="ops", now=T0)  # type: ignore[arg-type]
+
+
+def _spec(cron="0 * * * *"):
+    from backwave_django import ScheduleSpec
+
+    return ScheduleSpec(schedule_id="hourly", cron=cron, wire_name="report", payload={"args": [], "kwargs": {}})
+
+
+def test_saving_and_removing_a_schedule_with_an_actor_is_audited_in_the_same_transaction():
+    store.upsert_schedule(_spec(), now=T0, actor="alice")
+    store.upsert_schedule(_spec("30 * * * *"), now=LATER, actor="bob")
+    assert store.remove_schedule("hourly", actor="carol", now=LATER) is True
+    assert store.remove_schedule("hourly", actor="carol", now=LATER) is False  # nothing left: not audited
+    assert _audit() == [
+        ("alice", "save_schedule", "hourly", T0),
+        ("bob", "save_schedule", "hourly", LATER),
+        ("carol", "remove_schedule", "hourly", LATER),
+    ]
+
+
+def test_an_invalid_schedule_is_neither_stored_nor_audited():
+    with pytest.raises(ValueError, match="cron"):
+        store.upsert_schedule(_spec("not a cron"), now=T0, actor="alice")
+    assert _audit() == []
+
+
+def test_settings_sync_and_code_without_an_actor_write_no_audit():
+    store.upsert_schedule(_spec(), now=T0)
+    assert store.remove_schedule("hourly") is True
+    assert _audit() == []
+
+
+def test_removing_with_an_actor_needs_an_instant():
+    with pytest.raises(ValueError, match="now="):
+        store.remove_schedule("hourly", actor="alice")
+
+
+def test_operator_schedule_actions_take_the_clock_and_audit(monkeypatch):
+    from backwave_django import client, operator
+
+    monkeypatch.setattr(client, "clock", lambda: LATER)
+    operator.save_schedule(_spec(), actor="alice")
+    assert operator.remove_schedule("hourly", actor="alice") is True
+    assert _audit() == [("alice", "save_schedule", "hourly", LATER), ("alice", "remove_schedule", "hourly", LATER)]
