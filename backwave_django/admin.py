@@ -41,7 +41,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import client, monitor, operator, registry, store
+from . import clock, monitor, operator, registry, store
 from .conf import env_flag, get_settings
 from .core import planner
 from .core.cron_gloss import describe as describe_cron
@@ -1207,7 +1207,7 @@ class RecurringScheduleAdmin(_ConsoleAdmin):
         """Hand the validated definition to the store (only the store writes schedule rows)."""
         spec = form.spec
         assert spec is not None, "save_model runs only after the form validated"
-        store.upsert_schedule(spec, now=client.clock())
+        store.upsert_schedule(spec, now=clock.now())
         obj.pk = RecurringSchedule.objects.values_list("pk", flat=True).get(schedule_id=spec.schedule_id)
 
     def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:

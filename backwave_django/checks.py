@@ -15,10 +15,11 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections, router
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import DEFAULTS, SETTING_NAME, settings_errors
+from .database import jobs_database
 
 SETTINGS_HINT = "See the settings reference in docs/settings.md."
 
@@ -27,13 +28,6 @@ MARIADB_SKIP_LOCKED = (10, 6)
 MYSQL_SKIP_LOCKED = (8, 0, 1)
 
 _UNKNOWN_TOP_LEVEL_KEY = re.compile(r"^BACKWAVE has an unknown key '(?P<key>[^']*)'\.$")
-
-
-def jobs_database() -> str:
-    """The database alias the job tables live on (where the store writes)."""
-    from .models import JobRecord
-
-    return router.db_for_write(JobRecord)
 
 
 def _settings_hint(message: str) -> str:

@@ -8,36 +8,26 @@ job; ``enqueue_many([...prepare(...)])`` stores many in a few round trips per ba
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from django.db import router, transaction
 from django.utils import timezone
 
-from . import store
-from .conf import BackWaveSettings, get_settings
-from .core.encoding import json_size
+from . import clock, store
+from .core.callables import P, R
 from .core.ids import job_id_for_key, uuid7
-from .core.outcomes import NewJob, validate_queue_name
+from .core.outcomes import NewJob
 from .core.states import DependencyMode, EnqueueResult
 from .core.tags import Tag, normalize_tags
-from .exceptions import EnqueueError
-from .models import JobRecord
-from .registry import P, R
+from .core.validation import validate_queue_name
 
 if TYPE_CHECKING:
     from .registry import JobDefinition
 
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
-
-#: Where application-side code (enqueues here, actions in ``operator``) reads the time: the real
-#: clock. ``backwave_django.testing`` swaps in its virtual clock while a harness is active, so that
-#: ``.enqueue()`` in the code under test stamps jobs with virtual time. Nothing else assigns it.
-clock: Callable[[], datetime] = timezone.now
-
 
 @dataclass(frozen=True, slots=True)
 class EnqueueReceipt:
@@ -136,59 +126,20 @@ class JobOptions(Generic[P, R]):
 def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     """Store many jobs in batches (one transaction each, joining the caller's if there is one).
 
-    Every job is validated as ``enqueue`` would; the first refusal raises ``EnqueueError`` and, in
+    Every job is judged as ``enqueue`` would; the first refusal raises ``EnqueueError`` and, in
     the batch where it happened, nothing is written. Receipts come back in input order.
     """
     jobs = list(prepared)
     for index, item in enumerate(jobs):
         if not isinstance(item, PreparedJob):
             raise TypeError(f"enqueue_many takes prepared jobs (job.prepare(...)); item {index} is {item!r}")
-    settings = get_settings()
     receipts: list[EnqueueReceipt] = []
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
-        now = clock()
+        now = clock.now()
         batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
-        # Bounds are refused before anything is written. A missing parent is only found by the
-        # store, so a batch with parents runs in a transaction the refusal rolls back.
-        for new_job in batch:
-            refused = store.check_bounds(new_job, settings)
-            if refused is not None:
-                raise EnqueueError(refused, _refusal_message(new_job, refused, settings))
-        if any(new_job.parents for new_job in batch):
-            with transaction.atomic(using=router.db_for_write(JobRecord)):
-                receipts += _receipts(batch, store.enqueue_many(batch, now=now), settings)
-        else:
-            receipts += _receipts(batch, store.enqueue_many(batch, now=now), settings)
+        results = store.enqueue_many(batch, now=now, raise_refusals=True)
+        receipts += [
+            EnqueueReceipt(job_id=new_job.job_id, result=result)
+            for new_job, result in zip(batch, results, strict=True)
+        ]
     return receipts
-
-
-def _receipts(
-    batch: list[NewJob], results: list[EnqueueResult], settings: BackWaveSettings
-) -> list[EnqueueReceipt]:
-    receipts = []
-    for new_job, result in zip(batch, results, strict=True):
-        if result not in (EnqueueResult.OK, EnqueueResult.DUPLICATE):
-            raise EnqueueError(result, _refusal_message(new_job, result, settings))
-        receipts.append(EnqueueReceipt(job_id=new_job.job_id, result=result))
-    return receipts
-
-
-def _refusal_message(new_job: NewJob, result: EnqueueResult, settings: BackWaveSettings) -> str:
-    wire = new_job.wire_name
-    if result is EnqueueResult.PAYLOAD_TOO_LARGE:
-        return (
-            f"payload for wire name '{wire}' is {json_size(new_job.payload):,} bytes; MAX_PAYLOAD_BYTES is "
-            f"{settings.max_payload_bytes:,} — store a reference instead"
-        )
-    if result is EnqueueResult.WIRE_NAME_TOO_LONG:
-        return (
-            f"wire name '{wire[:40]}…' is {len(wire):,} characters; MAX_WIRE_NAME_LENGTH is "
-            f"{settings.max_wire_name_length:,} — choose a shorter wire name"
-        )
-    if result is EnqueueResult.TOO_MANY_PARENTS:
-        return (
-            f"job '{wire}' has {len(set(new_job.parents)):,} parents; MAX_PARENTS_PER_JOB is "
-            f"{settings.max_parents_per_job:,} — chain the work through fewer, wider parents"
-        )
-    missing = store.missing_jobs(new_job.parents)
-    return f"job '{wire}' names parent job(s) that do not exist: {', '.join(str(m) for m in missing)}"

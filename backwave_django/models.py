@@ -11,9 +11,9 @@ from django.db import models
 from django.db.models import Q
 
 from .conf import WIRE_NAME_COLUMN_LENGTH
-from .core.outcomes import MAX_QUEUE_NAME_LENGTH
 from .core.states import CatchUp, DependencyMode, JobState, OperatorAction
 from .core.tags import MAX_TAG_PART_LENGTH
+from .core.validation import MAX_QUEUE_NAME_LENGTH
 
 _TERMINAL = Q(state__in=[s.value for s in JobState if s.is_terminal])
 

@@ -24,8 +24,8 @@ from django.db.models.functions import TruncMinute
 
 from .conf import BackWaveSettings, get_settings
 from .core import planner
-from .core.encoding import require_aware
 from .core.states import HistoryPolicy, JobState
+from .core.validation import require_aware
 from .models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
 from .worker.pump import STALE_WORKER_HEARTBEATS
 

@@ -14,15 +14,16 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, Protocol, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .core.callables import P, R
 from .core.encoding import json_bytes
-from .core.outcomes import validate_queue_name
 from .core.retry import Backoff, RetryPolicy
 from .core.states import DependencyMode
 from .core.tags import Tag, normalize_tags, tag_from_pair
+from .core.validation import validate_queue_name
 
 if TYPE_CHECKING:
     import uuid
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from .context import JobContext
     from .core.outcomes import Outcome
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 NO_HANDLER_CAUSE = "no handler registered for wire name '{wire_name}'"
 NO_LONGER_DECODES_CAUSE = "payload for wire name '{wire_name}' no longer decodes: {message}"
@@ -310,6 +309,13 @@ def _origin(func: Callable[..., Any]) -> str:
 
 def get(wire_name: str) -> JobDefinition[Any, Any] | None:
     return _REGISTRY.get(wire_name)
+
+
+def retry_policy(wire_name: str, default: RetryPolicy) -> RetryPolicy:
+    """The retry policy jobs of this wire name run under: their ``@job``'s own, else ``default``
+    (the settings' ``RETRY``)."""
+    definition = _REGISTRY.get(wire_name)
+    return definition.retry if definition is not None and definition.retry is not None else default
 
 
 def definitions() -> dict[str, JobDefinition[Any, Any]]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from django.apps import apps
 from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router, transaction
+from django.db import transaction
 from django.utils import timezone
 
 try:
@@ -44,10 +44,12 @@ except ImportError as exc:  # Django < 6.0 has no django.tasks
 from . import registry
 from .conf import get_settings
 from .context import JobContext
-from .core.outcomes import Cancelled, Failure, Outcome, Success, validate_queue_name
+from .core.outcomes import Outcome, outcome_effect
 from .core.retry import Backoff, RetryPolicy
 from .core.states import JobState
 from .core.tags import Tag, normalize_tags
+from .core.validation import validate_queue_name
+from .database import jobs_database
 
 __all__ = ["PRIORITY_TAG", "BackWaveBackend", "BackWaveTask"]
 
@@ -231,17 +233,6 @@ def _task_of(wire_name: str) -> BackWaveTask | None:
 # --- The worker side: Django's context and signals around each attempt --------------------------
 
 
-def _state_after(outcome: Outcome) -> JobState:
-    """The state the job moves to when this attempt's outcome is written."""
-    if isinstance(outcome, Success):
-        return JobState.SUCCEEDED
-    if isinstance(outcome, Failure):
-        return JobState.SCHEDULED if outcome.next_due_time is not None else JobState.DEAD_LETTERED
-    if isinstance(outcome, Cancelled):
-        return JobState.CANCELLED
-    return JobState.QUARANTINED
-
-
 @dataclass(frozen=True, eq=False)
 class _TaskHooks:
     """Execution hooks of a task's job definition (see ``registry.ExecutionHooks``)."""
@@ -273,7 +264,7 @@ class _TaskAttempt:
         Django's logging receiver attaches the traceback.
         """
         result = self.result
-        state = _state_after(outcome)
+        state = outcome_effect(outcome).state
         object.__setattr__(result, "status", STATUS_OF_STATE[state])
         if state.is_terminal:
             object.__setattr__(result, "finished_at", timezone.now())
@@ -362,7 +353,7 @@ class BackWaveBackend(BaseTaskBackend):
         receipt = definition.using(
             queue=task.queue_name, run_after=task.run_after, tags=priority_tags
         ).enqueue(*args, **kwargs)
-        using = router.db_for_write(JobRecord)
+        using = jobs_database()
         enqueued_at = (
             JobRecord.objects.using(using)
             .filter(job_id=receipt.job_id)
@@ -399,7 +390,7 @@ class BackWaveBackend(BaseTaskBackend):
             job_id = uuid.UUID(str(result_id))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        using = router.db_for_read(JobRecord)
+        using = jobs_database()
         job = (
             JobRecord.objects.using(using)
             .filter(job_id=job_id)

@@ -500,7 +500,7 @@ def test_enqueue_errors_carry_their_machine_readable_result(
         (lambda w: store.claim(worker_id=WORKER, queues=[], max_jobs=5, lease_duration=LEASE, now=T0), []),
         (lambda w: store.expire_leases(now=T0 + LEASE, queues=[], retry=RetryPolicy()), 0),
         (lambda w: _renewed(uuid.UUID(int=1)), [False]),
-        (lambda w: store.remove_schedule("no-such-schedule"), None),
+        (lambda w: store.remove_schedule("no-such-schedule"), False),
     ],
     ids=[
         "cancel-unknown-id",

@@ -14,11 +14,12 @@ from django.core.management.base import SystemCheckError
 from django.db import connections
 
 from backwave_django import checks
+from backwave_django.database import jobs_database
 
 
 @pytest.fixture
 def jobs_connection():
-    return connections[checks.jobs_database()]
+    return connections[jobs_database()]
 
 
 @pytest.fixture

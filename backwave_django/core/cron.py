@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .encoding import require_aware
+from .validation import require_aware
 
 #: How far ahead a search looks before it decides the expression never fires (``0 0 30 2 *``).
 SEARCH_BOUND = timedelta(days=4 * 365 + 1)

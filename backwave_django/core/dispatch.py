@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .outcomes import validate_queue_name
+from .validation import validate_queue_name
 
 
 @dataclass(frozen=True, slots=True)

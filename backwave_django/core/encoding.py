@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from typing import Any
 
 
@@ -29,21 +28,3 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return text
     return encoded[: max(max_bytes, 0)].decode(errors="ignore")
-
-
-def require_aware(name: str, value: object) -> datetime:
-    """Return ``value`` if it is a timezone-aware datetime, else raise naming the argument."""
-    if not isinstance(value, datetime):
-        raise TypeError(f"{name} must be a timezone-aware datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise ValueError(f"{name} must be timezone-aware, got the naive datetime {value.isoformat()}")
-    return value
-
-
-def require_positive_duration(name: str, value: object) -> timedelta:
-    """Return ``value`` if it is a ``timedelta`` greater than zero, else raise naming the argument."""
-    if not isinstance(value, timedelta):
-        raise TypeError(f"{name} must be a timedelta, got {type(value).__name__}")
-    if value <= timedelta(0):
-        raise ValueError(f"{name} must be greater than zero, got {value}")
-    return value

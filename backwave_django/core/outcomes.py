@@ -12,34 +12,31 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from .encoding import json_bytes, require_aware
-from .states import CatchUp, DependencyMode
+from .encoding import json_bytes
+from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
+from .validation import (
+    require_aware,
+    require_str as _require_str,
+    require_uuid as _require_uuid,
+    validate_queue_name,
+)
 
-MAX_QUEUE_NAME_LENGTH = 128
-
-
-def _require_str(name: str, value: object, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not allow_empty and not value:
-        raise ValueError(f"{name} must be non-empty")
-    return value
-
-
-def _require_uuid(name: str, value: object) -> uuid.UUID:
-    if not isinstance(value, uuid.UUID):
-        raise TypeError(f"{name} must be a uuid.UUID, got {type(value).__name__}")
-    return value
-
-
-def validate_queue_name(queue: object, name: str = "queue") -> str:
-    _require_str(name, queue)
-    assert isinstance(queue, str)
-    if len(queue) > MAX_QUEUE_NAME_LENGTH:
-        raise ValueError(f"{name} is at most {MAX_QUEUE_NAME_LENGTH} characters, got {len(queue)}")
-    return queue
-
+__all__ = [
+    "OUTCOME_TYPES",
+    "Cancelled",
+    "ClaimedJob",
+    "Failure",
+    "HeartbeatResult",
+    "NewJob",
+    "Outcome",
+    "OutcomeEffect",
+    "OutcomeReport",
+    "ScheduleSpec",
+    "Success",
+    "Unroutable",
+    "outcome_effect",
+]
 
 def _require_json(name: str, value: object) -> None:
     try:
@@ -91,6 +88,49 @@ class Unroutable:
 
 Outcome: TypeAlias = Success | Failure | Cancelled | Unroutable
 OUTCOME_TYPES = (Success, Failure, Cancelled, Unroutable)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeEffect:
+    """What writing an outcome does to its Leased job: the one rule every path applies.
+
+    The store's portable and PostgreSQL paths, the Django Tasks backend and the test harness all
+    read an outcome through :func:`outcome_effect`, so they cannot disagree about where it leads.
+    """
+
+    #: The state the job moves to.
+    state: JobState
+    #: The retry instant, when the job goes back to Scheduled.
+    due_time: datetime | None
+    #: The recorded ``terminal_cause`` (None for Succeeded and for a retry).
+    cause: str | None
+    #: Whether the job's cancel flag is cleared (only a Cancelled outcome answers it).
+    clears_cancel: bool
+    #: Whether the attempt's failure detail is recorded with the transition.
+    records_failure: bool
+
+
+def outcome_effect(outcome: Outcome) -> OutcomeEffect:
+    """The state, retry instant, cause and cancel-flag change an attempt's outcome leads to."""
+    if isinstance(outcome, Success):
+        return OutcomeEffect(JobState.SUCCEEDED, None, None, clears_cancel=False, records_failure=False)
+    if isinstance(outcome, Failure):
+        if outcome.next_due_time is not None:
+            return OutcomeEffect(
+                JobState.SCHEDULED, outcome.next_due_time, None, clears_cancel=False, records_failure=True
+            )
+        return OutcomeEffect(
+            JobState.DEAD_LETTERED, None, outcome.error, clears_cancel=False, records_failure=True
+        )
+    if isinstance(outcome, Cancelled):
+        return OutcomeEffect(
+            JobState.CANCELLED, None, outcome.cause, clears_cancel=True, records_failure=False
+        )
+    if isinstance(outcome, Unroutable):
+        return OutcomeEffect(
+            JobState.QUARANTINED, None, outcome.reason, clears_cancel=False, records_failure=False
+        )
+    raise TypeError(f"not an outcome: {outcome!r}")
 
 
 # --- Inputs -----------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 
 from .cron import CronExpression, next_after, resolve_zone
-from .encoding import require_aware
 from .states import CatchUp
+from .validation import require_aware
 
 #: At most this many ticks are resolved per schedule per pass; the rest wait for the next pass.
 MAX_TICKS_PER_POLL = 32

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .encoding import require_aware
+from .validation import require_aware
 
 #: A list of seconds (or timedeltas; the last entry repeats), or ``attempt -> seconds | timedelta``.
 Backoff = Sequence[float | int | timedelta] | Callable[[int], float | int | timedelta]

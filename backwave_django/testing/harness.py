@@ -3,7 +3,7 @@
 The store never reads a clock (every operation takes ``now``), so a harness that owns ``now`` can
 drive the real store, on the test database, through a week of schedules in milliseconds:
 
-* while a harness is active, ``client.clock`` (which ``.enqueue()`` and ``operator`` read) is the
+* while a harness is active, ``clock.now`` (which ``.enqueue()`` and ``operator`` read) is the
   harness's virtual clock;
 * its pump claims due jobs one at a time as worker ``test-node`` and runs them on the calling
   thread with :func:`backwave_django.worker.execution.run_inline`, the worker's own routing and
@@ -26,21 +26,22 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, connections, router, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Min
 
-from .. import client, store
+from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core import planner
-from ..core.encoding import require_aware
-from ..core.outcomes import ClaimedJob, Failure, ScheduleSpec, Success, Unroutable
+from ..core.outcomes import ClaimedJob, ScheduleSpec, outcome_effect
 from ..core.states import CatchUp, JobState, OutcomeResult
-from ..core.tags import Tag, normalize_tags
+from ..core.validation import require_aware
+from ..database import jobs_database
 from ..models import JobRecord, RecurringSchedule
-from ..registry import JobDefinition, get
+from ..registry import JobDefinition
 from ..worker.execution import Finished, Running, run_inline
 from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_schedules
+from .assertions import JobAssertions, definition_of, listing
 from .snapshots import JobSnapshot, ScheduleSnapshot, read_jobs, read_schedules
 
 #: Where virtual time starts unless told otherwise (the reference harness's epoch).
@@ -51,8 +52,6 @@ WORKER_ID = "test-node"
 DEFAULT_MAX_JOBS = 10_000
 #: At most this many pump passes at one instant (schedules resolve at most 32 ticks per pass).
 MAX_PASSES_PER_INSTANT = 1_000
-#: How many jobs an assertion message lists before it says "and N more".
-LISTED_JOBS = 20
 
 _NON_TERMINAL = [s.value for s in JobState if not s.is_terminal]
 
@@ -81,6 +80,15 @@ class RunSummary:
     def __add__(self, other: RunSummary) -> RunSummary:
         return RunSummary(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
+
+#: The ``RunSummary`` field that counts an attempt ending in each state.
+_SUMMARY_FIELD = {
+    JobState.SUCCEEDED: "succeeded",
+    JobState.SCHEDULED: "retried",
+    JobState.DEAD_LETTERED: "dead_lettered",
+    JobState.CANCELLED: "cancelled",
+    JobState.QUARANTINED: "quarantined",
+}
 
 _active: BackWaveHarness | None = None
 
@@ -129,7 +137,7 @@ def _in_event_loop() -> bool:
     return True
 
 
-class BackWaveHarness:
+class BackWaveHarness(JobAssertions):
     """Virtual time and a synchronous pump over the real store, for testing your own jobs.
 
     Use it as a context manager (or through the ``backwave`` pytest fixture)::
@@ -183,8 +191,8 @@ class BackWaveHarness:
                 "harness at a time (stop the other first)."
             )
         _active = self
-        self._saved_clock = client.clock
-        client.clock = self._read_clock
+        self._saved_clock = clock.now
+        clock.now = self._read_clock
         try:
             self._apply_settings()
         except BaseException:
@@ -196,7 +204,7 @@ class BackWaveHarness:
         global _active
         if _active is self:
             if self._saved_clock is not None:
-                client.clock = self._saved_clock
+                clock.now = self._saved_clock
             self._saved_clock = None
             _active = None
 
@@ -283,7 +291,7 @@ class BackWaveHarness:
                         else f"the next activity is at {upcoming.isoformat()}, past {deadline.isoformat()}"
                     )
                     + f" (within={within}).\n"
-                    + _listing(pending)
+                    + listing(pending)
                 )
             self._now = upcoming
             more, upcoming = self._pump_instant(budget - summary.ran)
@@ -296,7 +304,7 @@ class BackWaveHarness:
         That is the earliest of: a Scheduled job coming due (in a served queue), a lease expiring, a
         schedule's next tick. A schedule with ticks still unresolved at ``now`` counts as ``now``.
         """
-        using = _db()
+        using = jobs_database()
         due = self._served(
             JobRecord.objects.using(using).filter(state=JobState.SCHEDULED, due_time__gt=self._now)
         ).aggregate(first=Min("due_time"))["first"]
@@ -338,7 +346,7 @@ class BackWaveHarness:
         This is ``store.upsert_schedule`` with the payload built from ``args`` and ``kwargs``, which
         are checked against the job's signature as an enqueue would check them.
         """
-        definition = _definition(job)
+        definition = definition_of(job)
         payload = definition.encode(tuple(args), dict(kwargs or {}))
         store.upsert_schedule(
             ScheduleSpec(
@@ -358,93 +366,6 @@ class BackWaveHarness:
     def schedules(self) -> list[ScheduleSnapshot]:
         """Every recurring schedule (declared in settings or upserted), with its cursor and next tick."""
         return read_schedules()
-
-    # --- Reading jobs ---------------------------------------------------------------------------
-
-    def job(self, job_id: uuid.UUID) -> JobSnapshot:
-        """A snapshot of one job; ``LookupError`` if it does not exist (or was purged)."""
-        if not isinstance(job_id, uuid.UUID):
-            raise TypeError(f"job_id must be a uuid.UUID (receipt.job_id), got {job_id!r}")
-        found = read_jobs({"job_id": job_id})
-        if not found:
-            raise LookupError(f"no job {job_id} in the store (never enqueued, rolled back, or purged)")
-        return found[0]
-
-    def jobs(
-        self,
-        job: JobDefinition[Any, Any] | str | None = None,
-        *,
-        state: JobState | None = None,
-        queue: str | None = None,
-        schedule_id: str | None = None,
-    ) -> list[JobSnapshot]:
-        """Snapshots of the jobs matching every filter given, in enqueue order."""
-        filters: dict[str, Any] = {}
-        if job is not None:
-            filters["wire_name"] = _wire_name(job)
-        if state is not None:
-            filters["state"] = JobState(state)
-        if queue is not None:
-            filters["queue"] = queue
-        if schedule_id is not None:
-            filters["schedule_id"] = schedule_id
-        return read_jobs(filters)
-
-    # --- Assertions -----------------------------------------------------------------------------
-
-    def assert_enqueued(
-        self,
-        job: JobDefinition[Any, Any] | str,
-        *,
-        args: Sequence[Any] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-        count: int | None = None,
-        state: JobState | None = None,
-        queue: str | None = None,
-        tags: Sequence[Tag] | None = None,
-    ) -> list[JobSnapshot]:
-        """Assert that jobs of this type exist, matching what is given; returns the matches.
-
-        ``args`` and ``kwargs`` must equal the call's exactly; ``tags`` must all be present.
-        Without ``count`` at least one must match, with it exactly that many. Jobs are matched in
-        any state unless ``state`` is given. The failure message lists every job in the store.
-        """
-        wire_name = _wire_name(job)
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
-            raise ValueError(f"count must be an int >= 0, got {count!r}")
-        wanted_tags = set(normalize_tags(tags or ()))
-        candidates = self.jobs(wire_name, state=state, queue=queue)
-        matches = [
-            j
-            for j in candidates
-            if (args is None or j.args == list(args))
-            and (kwargs is None or j.kwargs == dict(kwargs))
-            and wanted_tags <= set(normalize_tags(j.tags))
-        ]
-        if (count is None and matches) or (count is not None and len(matches) == count):
-            return matches
-        criteria = [f"{wire_name!r}"]
-        for name, value in (("args", args), ("kwargs", kwargs), ("queue", queue), ("tags", tags)):
-            if value is not None:
-                criteria.append(f"{name}={_plain(value)!r}")
-        if state is not None:
-            criteria.append(f"state={JobState(state).label}")
-        expected = "at least 1" if count is None else f"exactly {count}"
-        raise AssertionError(
-            f"expected {expected} job(s) matching {', '.join(criteria)}; found {len(matches)}.\n"
-            + _listing(read_jobs({}), empty="The store holds no jobs at all.")
-        )
-
-    def assert_no_jobs(
-        self, job: JobDefinition[Any, Any] | str | None = None, *, state: JobState | None = None
-    ) -> None:
-        """Assert that no job (of this type, in this state) exists; the message lists those that do."""
-        found = self.jobs(job, state=state)
-        if found:
-            what = "jobs" if job is None else f"{_wire_name(job)!r} jobs"
-            if state is not None:
-                what += f" in state {JobState(state).label}"
-            raise AssertionError(f"expected no {what}; found {len(found)}.\n" + _listing(found))
 
     # --- The pump -------------------------------------------------------------------------------
 
@@ -497,7 +418,7 @@ class BackWaveHarness:
             raise HarnessLimitExceeded(
                 f"the job budget (max_jobs) ran out at {self._now.isoformat()} with jobs still due; a job "
                 "may be re-enqueuing itself. Raise max_jobs if this much work is expected.\n"
-                + _listing(read_jobs({"state__in": _NON_TERMINAL}))
+                + listing(read_jobs({"state__in": _NON_TERMINAL}))
             )
         claimed = self._claim()
         if claimed is None:
@@ -545,7 +466,7 @@ class BackWaveHarness:
         would otherwise leave the transaction unusable (Django refuses further queries, PostgreSQL
         every statement), including the outcome's write. A broken attempt's writes are rolled back.
         """
-        using = _db()
+        using = jobs_database()
         protect = connections[using].in_atomic_block
         finished: Finished | None = None
         self._running = running.context
@@ -571,12 +492,12 @@ class BackWaveHarness:
     def _due(self) -> Any:
         """Scheduled jobs due at ``now`` in the served queues."""
         return self._served(
-            JobRecord.objects.using(_db()).filter(state=JobState.SCHEDULED, due_time__lte=self._now)
+            JobRecord.objects.using(jobs_database()).filter(state=JobState.SCHEDULED, due_time__lte=self._now)
         )
 
     def _pending(self) -> Any:
         """Jobs not yet terminal in the served queues: what ``drain`` waits for."""
-        return self._served(JobRecord.objects.using(_db()).filter(state__in=_NON_TERMINAL))
+        return self._served(JobRecord.objects.using(jobs_database()).filter(state__in=_NON_TERMINAL))
 
     # --- What a worker does at start and on its maintenance tick, on the virtual clock ------------
 
@@ -608,14 +529,10 @@ class BackWaveHarness:
 # --- Helpers ----------------------------------------------------------------------------------------
 
 
-def _db() -> str:
-    return router.db_for_write(JobRecord)
-
-
 def _leased_queues() -> list[str]:
     return sorted(
         set(
-            JobRecord.objects.using(_db())
+            JobRecord.objects.using(jobs_database())
             .filter(state=JobState.LEASED)
             .values_list("queue", flat=True)
             .distinct()
@@ -625,46 +542,5 @@ def _leased_queues() -> list[str]:
 
 def _summarise(finished: Finished) -> RunSummary:
     """Count one applied outcome under the state it led to."""
-    outcome = finished.outcome
-    if isinstance(outcome, Success):
-        return RunSummary(succeeded=1)
-    if isinstance(outcome, Failure):
-        return RunSummary(retried=1) if outcome.next_due_time is not None else RunSummary(dead_lettered=1)
-    if isinstance(outcome, Unroutable):
-        return RunSummary(quarantined=1)
-    return RunSummary(cancelled=1)
-
-
-def _definition(job: JobDefinition[Any, Any] | str) -> JobDefinition[Any, Any]:
-    if isinstance(job, JobDefinition):
-        return job
-    definition = get(_wire_name(job))
-    if definition is None:
-        raise LookupError(f"no job is registered with wire name {job!r}; is its app's jobs.py imported?")
-    return definition
-
-
-def _wire_name(job: object) -> str:
-    if isinstance(job, JobDefinition):
-        return job.wire_name
-    if isinstance(job, str) and job:
-        return job
-    raise TypeError(f"expected a job (what @job returns) or its wire name, got {job!r}")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    return value
-
-
-def _listing(jobs: Sequence[JobSnapshot], *, empty: str = "(none)") -> str:
-    if not jobs:
-        return empty
-    lines = [f"Jobs in the store ({len(jobs)}):"]
-    lines += [f"  - {j.describe()}" for j in jobs[:LISTED_JOBS]]
-    if len(jobs) > LISTED_JOBS:
-        lines.append(f"  … and {len(jobs) - LISTED_JOBS} more")
-    return "\n".join(lines)
+    state = outcome_effect(finished.outcome).state
+    return RunSummary(**{_SUMMARY_FIELD[state]: 1})

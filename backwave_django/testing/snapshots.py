@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import router
-
 from ..core import planner
 from ..core.states import CatchUp, JobState
 from ..core.tags import Tag, tag_from_pair
+from ..database import jobs_database
 from ..models import JobRecord, JobTag, JobTransition, RecurringSchedule
 
 #: The columns a :class:`JobSnapshot` is built from, in this order.
@@ -145,13 +144,11 @@ def _iso(instant: datetime | None) -> str:
     return "-" if instant is None else instant.astimezone(UTC).isoformat()
 
 
-def _db() -> str:
-    return router.db_for_read(JobRecord)
 
 
 def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
     """Jobs matching ORM ``filters`` in enqueue order, each with its tags and transition log."""
-    using = _db()
+    using = jobs_database()
     rows = list(
         JobRecord.objects.using(using).filter(**filters).order_by("sequence").values_list(*_JOB_COLUMNS)
     )
@@ -219,7 +216,7 @@ def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
 def read_schedules() -> list[ScheduleSnapshot]:
     """Every recurring schedule, by id."""
     snapshots = []
-    for row in RecurringSchedule.objects.using(_db()).order_by("schedule_id"):
+    for row in RecurringSchedule.objects.using(jobs_database()).order_by("schedule_id"):
         try:
             next_tick = planner.resolve(row.cron, row.time_zone)(row.cursor)
         except ValueError:

@@ -24,14 +24,14 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
-from django.utils import timezone
 
+from .. import clock
 from ..conf import BackWaveSettings
 from ..context import JobCancelled, JobContext
 from ..core.encoding import json_size
 from ..core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, OutcomeReport, Success, Unroutable
 from ..exceptions import OutputTooLarge
-from ..registry import AttemptHooks, NotRoutable, Routed, get, route
+from ..registry import AttemptHooks, NotRoutable, Routed, retry_policy, route
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -145,9 +145,7 @@ def from_exception(
 def failure(running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime) -> Finished:
     """A Failure due again by the job's retry policy (or the settings'); at the ceiling it dead-letters."""
     claimed = running.claimed
-    definition = get(claimed.wire_name)
-    policy = definition.retry if definition is not None and definition.retry is not None else settings.retry
-    retry_at = policy.next_attempt_at(claimed.attempt, now)
+    retry_at = retry_policy(claimed.wire_name, settings.retry).next_attempt_at(claimed.attempt, now)
     return Finished(
         running,
         Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
@@ -320,13 +318,13 @@ class Executor:
         return await self.loop.run_in_executor(None, call)
 
     def _success(self, running: Running, result: Any) -> Finished:
-        return success(running, result, settings=self.settings, now=timezone.now())
+        return success(running, result, settings=self.settings, now=clock.now())
 
     def _from_exception(self, running: Running, exc: BaseException) -> Finished:
-        return from_exception(running, exc, settings=self.settings, now=timezone.now())
+        return from_exception(running, exc, settings=self.settings, now=clock.now())
 
     def _failure(self, running: Running, exc: BaseException) -> Finished:
-        return failure(running, exc, settings=self.settings, now=timezone.now())
+        return failure(running, exc, settings=self.settings, now=clock.now())
 
     def shutdown(self) -> None:
         self.threads.shutdown()

@@ -12,12 +12,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db import router
-
 from .. import store
 from ..conf import BackWaveSettings
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, TerminalStateClass
+from ..database import jobs_database
 from ..models import QueueSettings
 from ..registry import get
 
@@ -38,7 +37,7 @@ class TickResult:
 
 def apply_queue_settings(settings: BackWaveSettings, *, now: datetime) -> None:
     """``BACKWAVE["QUEUES"]`` limits win over the admin's; applied (and audited) where they differ."""
-    using = router.db_for_write(QueueSettings)
+    using = jobs_database()
     for queue_name, options in settings.queues.items():
         if "concurrency_limit" not in options:
             continue

@@ -32,16 +32,15 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connections, router
-from django.utils import timezone
+from django.db import DatabaseError, InterfaceError, connections
 
-from .. import store
+from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.dispatch import Dispatch
 from ..core.outcomes import ClaimedJob, Failure, Success
 from ..core.states import OutcomeResult
-from ..models import JobRecord
+from ..database import jobs_database
 from .execution import Executor, Finished, Running
 from .hints import HintListener
 from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
@@ -106,7 +105,7 @@ class OutcomeWriter:
             while (batch := self.batches.get()) is not None:
                 try:
                     reports = [finished.report(self.worker_id) for finished in batch]
-                    results = store.report_outcomes(reports, now=timezone.now())
+                    results = store.report_outcomes(reports, now=clock.now())
                 except BaseException as exc:
                     if isinstance(exc, DatabaseError | InterfaceError):
                         connections[self.using].close()  # this thread's connection: reconnect next time
@@ -135,7 +134,7 @@ class Worker:
         self.options = options
         self.settings = settings or get_settings()
         self.worker_id = make_worker_id(options.name)
-        self.using = router.db_for_write(JobRecord)
+        self.using = jobs_database()
         self.queues = options.dispatch.queues
         self.running: dict[Any, Running] = {}
         #: Outcomes handed over by the job threads, and how many jobs are still executing.
@@ -237,7 +236,7 @@ class Worker:
             pid=os.getpid(),
             queues=list(self.queues),
             concurrency=self.options.concurrency,
-            now=timezone.now(),
+            now=clock.now(),
         )
         self._apply_queue_settings()
         self._sync_schedules()
@@ -258,10 +257,10 @@ class Worker:
         )
 
     def _apply_queue_settings(self) -> None:
-        apply_queue_settings(self.settings, now=timezone.now())
+        apply_queue_settings(self.settings, now=clock.now())
 
     def _sync_schedules(self) -> None:
-        removed = sync_schedules(self.settings, now=timezone.now())
+        removed = sync_schedules(self.settings, now=clock.now())
         if removed:
             logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
 
@@ -303,7 +302,7 @@ class Worker:
     def _release_running(self) -> None:
         job_ids = [r.claimed.job_id for r in self.running.values()]
         released = self._guarded(
-            lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=timezone.now())
+            lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
         )
         logger.warning(
             "Shutdown timeout: released %s lease(s) of job(s) still running; "
@@ -414,7 +413,7 @@ class Worker:
             return
         batch = self.outbox
         reports = [finished.report(self.worker_id) for finished in batch]
-        results = store.report_outcomes(reports, now=timezone.now())
+        results = store.report_outcomes(reports, now=clock.now())
         self.outbox = []
         self._logged(batch, results)
 
@@ -502,7 +501,7 @@ class Worker:
             )
 
     def _heartbeat(self) -> None:
-        now = timezone.now()
+        now = clock.now()
         store.touch_worker(self.worker_id, now=now)
         if not self.running:
             return
@@ -530,7 +529,7 @@ class Worker:
                 self.executor.cancel(running)
 
     def _maintenance(self) -> None:
-        now = timezone.now()
+        now = clock.now()
         tick = maintenance_tick(self.settings, queues=self.queues, now=now)
         if tick.reclaimed:
             logger.info(
@@ -553,7 +552,7 @@ class Worker:
             return 0
         claimed_total = 0
         for batch in self.options.dispatch.plan(free):
-            now = timezone.now()
+            now = clock.now()
             claimed = store.claim(
                 worker_id=self.worker_id,
                 queues=list(batch.queues),

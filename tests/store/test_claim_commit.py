@@ -19,7 +19,7 @@ from ..conftest import LEASE, T0, WORKER, enqueue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-ASYNC = "synchronous_commit"  # SET LOCAL, or set_config(…, true) in the one-flight claim
+ASYNC = "synchronous_commit"  # SET LOCAL, or set_config(…, true) in the pipelined claim
 
 
 def _statements(call: Any) -> list[str]:

@@ -189,9 +189,9 @@ def test_removing_with_an_actor_needs_an_instant():
 
 
 def test_operator_schedule_actions_take_the_clock_and_audit(monkeypatch):
-    from backwave_django import client, operator
+    from backwave_django import clock, operator
 
-    monkeypatch.setattr(client, "clock", lambda: LATER)
+    monkeypatch.setattr(clock, "now", lambda: LATER)
     operator.save_schedule(_spec(), actor="alice")
     assert operator.remove_schedule("hourly", actor="alice") is True
     assert _audit() == [("alice", "save_schedule", "hourly", LATER), ("alice", "remove_schedule", "hourly", LATER)]

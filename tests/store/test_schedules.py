@@ -7,6 +7,8 @@ from backwave_django import CatchUp, JobState, ScheduleSpec, TriggerScheduleResu
 from backwave_django.conf import get_settings
 from backwave_django.core.planner import instance_id
 from backwave_django.models import JobRecord, OperatorAudit, RecurringSchedule
+from backwave_django.store._tx import atomic_retrying
+from backwave_django.store.schedules import _apply_mint
 
 from ..conftest import T0, history, lease, report
 
@@ -127,7 +129,7 @@ def test_a_stale_decision_is_dropped_whole():
     assert decision is not None
     assert store.mint_due(now=T0 + timedelta(hours=1)) == 1
     settings = get_settings()
-    assert store._atomic_retrying("default", lambda: store._apply_mint("default", decision, settings)) == 0
+    assert atomic_retrying("default", lambda: _apply_mint("default", decision, settings)) == 0
     assert len(_instances()) == 1
 
 

@@ -926,6 +926,6 @@ def test_store_state_machine():
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_store_state_machine_with_each_call_a_transaction_of_its_own():
-    # Outside any transaction the claims and outcome batches on PostgreSQL go in one flight
+    # Outside any transaction the claims and outcome batches on PostgreSQL are pipelined
     # (pipeline mode, see store.md); the same machine checks that path.
     run_state_machine_as_test(StoreMachine, settings=_machine_settings(40))

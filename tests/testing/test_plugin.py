@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
-from backwave_django import client
+from backwave_django import clock
 from tests.jobsapp import harness_jobs as jobs
 
 START = datetime(2030, 6, 15, 9, 30, tzinfo=UTC)
@@ -27,8 +27,8 @@ def test_backwave_start_moves_the_fixtures_clock(backwave):
 def after_the_harness(request):
     """Requested before ``backwave``, so it is torn down after it: the real clock must be back."""
     yield
-    assert client.clock is timezone.now
+    assert clock.now is timezone.now
 
 
 def test_the_fixture_gives_the_real_clock_back(after_the_harness, backwave):
-    assert client.clock() == START
+    assert clock.now() == START

@@ -11,9 +11,9 @@ from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from ...checks import jobs_database
 from ...conf import BackWaveSettings, get_settings
 from ...core.dispatch import Dispatch, StrictDispatch, WeightedDispatch, parse_weights
+from ...database import jobs_database
 from ...registry import definitions
 
 

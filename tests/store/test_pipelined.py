@@ -1,4 +1,4 @@
-"""Claims and outcome batches that are their own transaction on PostgreSQL, sent in one flight.
+"""Claims and outcome batches that are their own transaction on PostgreSQL, pipelined.
 
 A claim's ``BEGIN``, queue locks, settings, one claim statement per queue and ``COMMIT`` go out
 together (psycopg's pipeline mode), and each claim statement works out its own batch size. An
@@ -21,6 +21,7 @@ from backwave_django import JobState, store
 from backwave_django.core.outcomes import OutcomeReport, Success
 from backwave_django.core.states import OutcomeResult
 from backwave_django.models import JobRecord
+from backwave_django.store._tx import QUEUE_LOCK_CLASS, queue_key
 
 from ..conftest import LEASE, T0, WORKER, enqueue, row
 
@@ -47,7 +48,7 @@ def _idle() -> bool:
     return bool(connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
 
-def test_a_claim_is_one_transaction_sent_in_one_flight() -> None:
+def test_a_claim_is_one_transaction_sent_in_one_round_trip() -> None:
     job = enqueue(queue="a")
     claimed: list[Any] = []
     statements = _statements(lambda: claimed.extend(_claim(["a", "b"])))
@@ -111,7 +112,7 @@ def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> Non
     try:
         # An operator change in progress holds the queue's lock exclusively.
         blocker.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)", (store._QUEUE_LOCK_CLASS, store._queue_key("a"))
+            "SELECT pg_advisory_xact_lock(%s, %s)", (QUEUE_LOCK_CLASS, queue_key("a"))
         )
         with pytest.raises(OperationalError, match="lock"):
             _claim(["a"])
@@ -129,7 +130,7 @@ def _success(claimed: Any, worker: str = WORKER) -> OutcomeReport:
     return OutcomeReport(job_id=claimed.job_id, worker_id=worker, attempt=claimed.attempt, outcome=Success())
 
 
-def test_an_outcome_batch_is_begin_report_and_check_in_one_flight_then_commit() -> None:
+def test_an_outcome_batch_is_begin_report_and_check_in_one_round_trip_then_commit() -> None:
     first, second = enqueue(), enqueue()
     claimed = _claim(["default"])
     reports = [_success(claimed[0]), _success(claimed[1], worker="someone-else")]

@@ -1,0 +1,83 @@
+"""Argument checks shared by every layer: each returns the value or raises naming the argument.
+
+A malformed call fails here, before any database work, with a message that says which argument
+was wrong and what was expected.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+MAX_QUEUE_NAME_LENGTH = 128
+
+
+def require_aware(name: str, value: object) -> datetime:
+    """Return ``value`` if it is a timezone-aware datetime, else raise naming the argument."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a timezone-aware datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(f"{name} must be timezone-aware, got the naive datetime {value.isoformat()}")
+    return value
+
+
+def require_positive_duration(name: str, value: object) -> timedelta:
+    """Return ``value`` if it is a ``timedelta`` greater than zero, else raise naming the argument."""
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta, got {type(value).__name__}")
+    if value <= timedelta(0):
+        raise ValueError(f"{name} must be greater than zero, got {value}")
+    return value
+
+
+def require_uuid(name: str, value: object) -> uuid.UUID:
+    """Return ``value`` if it is a ``uuid.UUID``, else raise naming the argument."""
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"{name} must be a uuid.UUID, got {type(value).__name__}")
+    return value
+
+
+def require_str(name: str, value: object, *, allow_empty: bool = False) -> str:
+    """Return ``value`` if it is a string (non-empty unless ``allow_empty``), else raise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not allow_empty and not value:
+        raise ValueError(f"{name} must be non-empty")
+    return value
+
+
+def require_count(name: str, value: object) -> int:
+    """Return ``value`` if it is an int >= 0 (not a bool), else raise naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def require_actor(actor: object) -> str:
+    """Who acts (an operator's name, ``settings``, ``cli:…``): a non-empty string."""
+    if not isinstance(actor, str) or not actor:
+        raise ValueError(f"actor must be a non-empty string naming who acts, got {actor!r}")
+    return actor
+
+
+def require_worker_id(worker_id: object) -> str:
+    if not isinstance(worker_id, str) or not worker_id:
+        raise ValueError(f"worker_id must be a non-empty string, got {worker_id!r}")
+    return worker_id
+
+
+def validate_queue_name(queue: object, name: str = "queue") -> str:
+    """A queue name: a non-empty string of at most ``MAX_QUEUE_NAME_LENGTH`` characters."""
+    require_str(name, queue)
+    assert isinstance(queue, str)
+    if len(queue) > MAX_QUEUE_NAME_LENGTH:
+        raise ValueError(f"{name} is at most {MAX_QUEUE_NAME_LENGTH} characters, got {len(queue)}")
+    return queue
+
+
+def require_queues(queues: object) -> list[str]:
+    """A list of queue names (not a single string), de-duplicated in the order given."""
+    if isinstance(queues, str) or not isinstance(queues, Iterable):
+        raise TypeError(f"queues must be a list of queue names, got {queues!r}")
+    return list(dict.fromkeys(validate_queue_name(q, "queues[]") for q in queues))

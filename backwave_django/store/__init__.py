@@ -1,0 +1,63 @@
+"""The storage contract: every state change of a job, one transaction each, at an explicit ``now``.
+
+This package is the only code that writes job, edge, tag, transition, schedule and audit rows. It
+never reads a clock: every function takes ``now``, which is what lets tests drive weeks of
+virtual time in milliseconds. Each function runs in one ``transaction.atomic()`` block, so it
+joins the caller's transaction when there is one (enqueue inside ``atomic()`` commits or rolls
+back with the caller's writes) and is all-or-nothing otherwise.
+
+One module per family of operations; in each, a PostgreSQL statement sits beside the portable
+ORM path it must stay equivalent to (the same tests run against both): ``enqueue``, ``claim``,
+``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules`` and ``housekeeping``.
+``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
+of work and the dependency cascade. See docs/architecture.md and docs/store.md.
+"""
+
+from __future__ import annotations
+
+from ._tx import HINT_CHANNEL
+from .actions import cancel_job, pause_queue, requeue, resume_queue, set_concurrency_limit
+from .claim import claim
+from .enqueue import check_bounds, enqueue, enqueue_many, missing_jobs
+from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
+from .leases import expire_leases, heartbeat, release_leases
+from .outcomes import job_output, report_outcome, report_outcomes
+from .schedules import (
+    mint_due,
+    prune_settings_schedules,
+    remove_schedule,
+    resolve_schedule,
+    trigger_schedule,
+    upsert_schedule,
+)
+
+__all__ = [
+    "HINT_CHANNEL",
+    "cancel_job",
+    "check_bounds",
+    "claim",
+    "enqueue",
+    "enqueue_many",
+    "expire_leases",
+    "heartbeat",
+    "job_output",
+    "mint_due",
+    "missing_jobs",
+    "pause_queue",
+    "prune_settings_schedules",
+    "prune_workers",
+    "purge_terminal",
+    "register_worker",
+    "release_leases",
+    "remove_schedule",
+    "report_outcome",
+    "report_outcomes",
+    "requeue",
+    "resolve_schedule",
+    "resume_queue",
+    "set_concurrency_limit",
+    "touch_worker",
+    "trigger_schedule",
+    "unregister_worker",
+    "upsert_schedule",
+]

@@ -1,0 +1,205 @@
+"""Transactions and what rides on them: deadlock retries, wake-up hints, audit rows, queue locks,
+and the cursors the PostgreSQL statements run on.
+
+Every store operation is one transaction. :func:`atomic_retrying` runs it in
+``transaction.atomic()`` (joining the caller's transaction when there is one) and runs it again
+when the database picked it as a deadlock victim, so callers never see one.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from django.db import OperationalError, connections, transaction
+
+from ..core.states import OperatorAction
+from ..models import OperatorAudit
+
+_T = TypeVar("_T")
+
+logger = logging.getLogger("backwave_django.store")
+
+#: How many times an operation chosen as a deadlock victim is run again before the error surfaces.
+DEADLOCK_RETRIES = 5
+_DEADLOCK_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+_MYSQL_DEADLOCK_CODES = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+
+#: PostgreSQL channel that carries wake-up hints; the payload is the queue name.
+HINT_CHANNEL = "backwave_hints"
+#: Advisory-lock class id that namespaces the per-queue locks (the second key is the queue's CRC32).
+QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
+
+
+# --- Transactions -----------------------------------------------------------------------------
+
+
+def is_deadlock(error: OperationalError) -> bool:
+    cause = error.__cause__
+    if getattr(cause, "sqlstate", None) in _DEADLOCK_SQLSTATES:
+        return True
+    return bool(error.args) and error.args[0] in _MYSQL_DEADLOCK_CODES
+
+
+def own_transaction(using: str) -> bool:
+    """Whether a store call here would be a transaction of its own: the connection is in autocommit
+    mode (Django's default) and not inside the caller's ``atomic()`` block."""
+    connection = connections[using]
+    return connection.get_autocommit() and not connection.in_atomic_block
+
+
+def retrying(body: Callable[[], _T]) -> _T:
+    """Run ``body`` (a transaction of its own) again if the database picked it as a deadlock victim."""
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            return body()
+        except OperationalError as error:
+            if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
+                raise
+            logger.info("Store operation was a deadlock victim; retrying (try %d).", attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
+    """Run ``body`` in ``transaction.atomic`` and run it again if the database picked it as a
+    deadlock victim. The failed try is rolled back whole (to its savepoint inside a caller's
+    transaction, where PostgreSQL also releases the locks it took), so a retry starts clean."""
+
+    def attempt() -> _T:
+        with transaction.atomic(using=using):
+            return body()
+
+    return retrying(attempt)
+
+
+# --- What rides on a transaction ----------------------------------------------------------------
+
+
+def notify(using: str, queue: str) -> None:
+    """Send a wake-up hint (PostgreSQL only); inside a transaction it is delivered on commit."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [HINT_CHANNEL, queue])
+
+
+def audit(using: str, actor: str, action: OperatorAction, target: str, now: datetime) -> None:
+    """Append the one ``OperatorAudit`` row of an operator action, in the action's transaction."""
+    OperatorAudit.objects.using(using).create(actor=actor, action=action, target=target, recorded_at=now)
+
+
+#: Take the advisory locks of the queues whose keys (:func:`queue_keys`) are given, in key order:
+#: shared for claims, exclusive for operator changes to a queue's settings.
+LOCK_QUEUES_SHARED = f"""SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+FROM unnest(%(queue_keys)s::int[]) AS key"""
+LOCK_QUEUES_EXCLUSIVE = f"""SELECT count(pg_advisory_xact_lock({QUEUE_LOCK_CLASS}, key))
+FROM unnest(%(queue_keys)s::int[]) AS key"""
+
+
+def queue_key(queue: str) -> int:
+    """A queue's advisory-lock key: its CRC32, shifted to fit PostgreSQL's int4."""
+    return zlib.crc32(queue.encode()) - 0x8000_0000
+
+
+def queue_keys(queues: Iterable[str]) -> list[int]:
+    """The lock keys of these queues, sorted: every transaction takes them in the same order."""
+    return sorted({queue_key(q) for q in queues})
+
+
+def lock_queues(using: str, queues: Iterable[str], *, exclusive: bool) -> None:
+    """Serialize against operator changes to these queues' settings (PostgreSQL advisory locks).
+
+    Claims take the locks shared, so they do not block each other; pause, resume and limit
+    changes take theirs exclusively, so a new limit waits for claims already in flight to commit
+    and every later claim sees both the limit and those claims' leases. The locks are taken in
+    one statement, in key order. Elsewhere this is a no-op: SQLite serializes writers, and a
+    limited queue is serialized through its settings row (see ``claim.queue_gates``).
+    """
+    connection = connections[using]
+    keys = queue_keys(queues)
+    if connection.vendor != "postgresql" or not keys:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_QUEUES_EXCLUSIVE if exclusive else LOCK_QUEUES_SHARED, {"queue_keys": keys})
+
+
+# --- The PostgreSQL statements' cursors -----------------------------------------------------------
+
+
+def uses_postgres_statements(using: str) -> bool:
+    """Whether the store's PostgreSQL statements apply: Django's PostgreSQL backend on psycopg 3,
+    binding parameters on the client (Django's default). Otherwise (psycopg2, or the
+    ``server_side_binding`` option) the portable ORM path does the same work."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or connection.settings_dict.get("OPTIONS", {}).get(
+        "server_side_binding"
+    ):
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3
+
+
+def fetch_bound(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Run one of the PostgreSQL statements with its parameters bound on the server; fetch its rows."""
+    with server_cursor(using) as cursor:
+        cursor.execute(sql, params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
+
+
+@contextmanager
+def server_cursor(using: str) -> Iterator[Any]:
+    """A cursor on the same connection (so in the same transaction) that binds on the server.
+
+    Django's cursors bind parameters on the client, which for the hot-path statements means
+    quoting every value into SQL text on each call and planning the query afresh on the server.
+    A plain psycopg cursor sends the parameters separately; psycopg then prepares the statement
+    after ``prepare_threshold`` executions (Django's default, None, never prepares; 5 is psycopg's
+    own default; leave it None behind PgBouncer in transaction mode), so the server plans it once
+    per connection. It is wrapped like Django's own cursors: execute wrappers, ``connection.queries``
+    under DEBUG, ``assertNumQueries`` and Django's database exceptions all see it.
+    """
+    import psycopg  # only PostgreSQL projects have it
+
+    connection = connections[using]
+    connection.ensure_connection()
+    with wrapped_cursor(connection, psycopg.Cursor(connection.connection)) as cursor:
+        yield cursor
+
+
+@contextmanager
+def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
+    """A transaction that a hot-path function begins and ends itself, with SQL, so that several
+    statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
+    the connection and a factory of (Django-wrapped) cursors on it.
+
+    Only for a transaction of its own (never inside the caller's ``atomic()``: Django's
+    connection stays in autocommit mode throughout, and nothing here uses savepoints). Errors come
+    out as Django's database exceptions; a transaction left open by one is rolled back.
+    """
+    import psycopg  # only PostgreSQL projects have it
+
+    connection = connections[using]
+    connection.ensure_connection()
+    raw: Any = connection.connection
+    with connection.wrap_database_errors:
+        try:
+            yield raw.pipeline, lambda: wrapped_cursor(connection, psycopg.Cursor(raw))
+        except BaseException:
+            if raw.pgconn.transaction_status in (
+                psycopg.pq.TransactionStatus.INTRANS,
+                psycopg.pq.TransactionStatus.INERROR,
+            ):
+                raw.execute("ROLLBACK")
+            raise
+
+
+def wrapped_cursor(connection: Any, raw: Any) -> Any:
+    """A psycopg cursor wrapped like Django's own (execute wrappers, DEBUG's query log, error
+    translation). (django-stubs type the wrappers for Django's own cursors only.)"""
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)

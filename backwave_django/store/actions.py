@@ -1,0 +1,120 @@
+"""Operator actions on jobs and queues: cancel, requeue, pause, resume, concurrency limits.
+
+Each writes exactly one ``OperatorAudit`` row, in its own transaction, when it acts (cancel when
+it cancelled or raised the flag, requeue when it requeued; queue changes always). The actor is
+whoever acts: an operator's name, ``settings``, ``cli:{user}``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ..conf import get_settings
+from ..core.states import CancelResult, JobState, OperatorAction, RequeueResult
+from ..core.validation import require_actor, require_aware, require_uuid, validate_queue_name
+from ..database import jobs_database
+from ..models import JobRecord, QueueSettings
+from ._rows import UnitOfWork, cascade, lock_rows
+from ._tx import atomic_retrying, audit, lock_queues
+
+
+def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
+    """Cancel a pending job at once (cascading), or raise the cancel flag of a running one."""
+    require_uuid("job_id", job_id)
+    require_actor(actor)
+    require_aware("now", now)
+    settings = get_settings()
+    using = jobs_database()
+
+    def body() -> CancelResult:
+        found = lock_rows(JobRecord.objects.using(using).filter(job_id=job_id))
+        if not found:
+            return CancelResult.NOT_CANCELLABLE
+        row = found[0][0]
+        uow = UnitOfWork(settings, now)
+        if row.state in (JobState.SCHEDULED, JobState.AWAITING_PARENT):
+            uow.transition(row, JobState.CANCELLED, actor=actor, terminal_at=now, terminal_cause=actor)
+            cascade(uow, using, [(row, JobState.CANCELLED)])
+            result = CancelResult.CANCELLED_IMMEDIATELY
+        elif row.state == JobState.LEASED:
+            uow.set(row, cancel_requested=True)
+            result = CancelResult.CANCELLATION_REQUESTED
+        else:
+            return CancelResult.NOT_CANCELLABLE
+        uow.flush(using)
+        audit(using, actor, OperatorAction.CANCEL, str(job_id), now)
+        return result
+
+    return atomic_retrying(using, body)
+
+
+def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
+    """Give a Dead-Lettered or Quarantined job a fresh start: Scheduled, due now, attempt 0."""
+    require_uuid("job_id", job_id)
+    require_actor(actor)
+    require_aware("now", now)
+    settings = get_settings()
+    using = jobs_database()
+
+    def body() -> RequeueResult:
+        found = lock_rows(
+            JobRecord.objects.using(using).filter(
+                job_id=job_id, state__in=[JobState.DEAD_LETTERED, JobState.QUARANTINED]
+            )
+        )
+        if not found:
+            return RequeueResult.NOT_REQUEUEABLE
+        row = found[0][0]
+        uow = UnitOfWork(settings, now)
+        uow.transition(
+            row,
+            JobState.SCHEDULED,
+            actor=actor,
+            attempt=0,
+            due_time=now,
+            lease_owner=None,
+            lease_expiry=None,
+            cancel_requested=False,
+            terminal_at=None,
+            terminal_cause=None,
+        )
+        uow.flush(using)
+        audit(using, actor, OperatorAction.REQUEUE, str(job_id), now)
+        return RequeueResult.REQUEUED
+
+    return atomic_retrying(using, body)
+
+
+def pause_queue(queue: str, *, actor: str, now: datetime) -> None:
+    """Stop claims from ``queue`` (running jobs carry on); idempotent, always audited."""
+    _update_queue_settings(queue, actor, now, OperatorAction.PAUSE_QUEUE, paused=True)
+
+
+def resume_queue(queue: str, *, actor: str, now: datetime) -> None:
+    """Let claims take from ``queue`` again; idempotent, always audited."""
+    _update_queue_settings(queue, actor, now, OperatorAction.RESUME_QUEUE, paused=False)
+
+
+def set_concurrency_limit(queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
+    """Cap ``queue`` at ``limit`` Leased jobs across all workers (``None`` clears, 0 blocks)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    _update_queue_settings(queue, actor, now, OperatorAction.SET_CONCURRENCY_LIMIT, concurrency_limit=limit)
+
+
+def _update_queue_settings(
+    queue: str, actor: str, now: datetime, action: OperatorAction, **fields: Any
+) -> None:
+    validate_queue_name(queue)
+    require_actor(actor)
+    require_aware("now", now)
+    using = jobs_database()
+
+    def body() -> None:
+        lock_queues(using, [queue], exclusive=True)
+        QueueSettings.objects.using(using).update_or_create(queue=queue, defaults=fields)
+        audit(using, actor, action, queue, now)
+
+    atomic_retrying(using, body)

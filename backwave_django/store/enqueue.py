@@ -1,0 +1,339 @@
+"""Enqueue: inserting jobs, with their tags, edges to live parents and first transition-log entry.
+
+:func:`enqueue_many` judges every job (bounds, duplicate id, unknown parent), then writes the
+accepted ones with one statement per table. On PostgreSQL a batch without parents is one
+statement (:data:`ENQUEUE`, arrays unnested on the server); with parents, or elsewhere, the
+portable ORM path below does the same work and also locks the parents, so that a parent cannot
+end between the check and the edge being written.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError
+
+from ..conf import BackWaveSettings, get_settings
+from ..core.outcomes import NewJob
+from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
+from ..core.validation import require_aware
+from ..database import jobs_database
+from ..exceptions import EnqueueError
+from ..models import JobDependency, JobRecord, JobTag, JobTransition
+from ._rows import PARENT_FAILURE_CAUSE
+from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
+from ._tx import HINT_CHANNEL, atomic_retrying, fetch_bound, notify, uses_postgres_statements
+
+ENQUEUE_ACTOR = "enqueue"
+
+
+
+def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
+    """Insert a job. Bounds are checked before anything is written; see ``EnqueueResult``.
+
+    Joins the caller's ``transaction.atomic()`` block when there is one.
+    """
+    if not isinstance(new_job, NewJob):
+        raise TypeError(f"new_job must be a NewJob, got {type(new_job).__name__}")
+    return enqueue_many([new_job], now=now)[0]
+
+
+def enqueue_many(
+    new_jobs: Sequence[NewJob], *, now: datetime, raise_refusals: bool = False
+) -> list[EnqueueResult]:
+    """Insert many jobs in one transaction, each judged exactly as :func:`enqueue` would.
+
+    A job may name as parent a job earlier in the same batch. Results come in input order; a
+    refused job writes nothing, and the others are inserted with one statement per table. With
+    ``raise_refusals`` (what ``enqueue_many`` in application code uses) the first refusal raises
+    :class:`~backwave_django.EnqueueError` instead, and nothing of the batch is written.
+    ``DUPLICATE`` is never a refusal: the existing job is kept.
+    """
+    jobs = list(new_jobs)
+    for index, new_job in enumerate(jobs):
+        if not isinstance(new_job, NewJob):
+            raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
+    require_aware("now", now)
+    settings = get_settings()
+    results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
+    if raise_refusals:
+        for new_job, result in zip(jobs, results, strict=True):
+            if result is not None:
+                raise EnqueueError(result, refusal_message(new_job, result, settings))
+    if all(r is not None for r in results):
+        return [r for r in results if r is not None]
+    using = jobs_database()
+    if uses_postgres_statements(using) and not any(j.parents for j in jobs):
+        return _enqueue_without_parents(using, jobs, results, now, settings)
+    for attempt in (1, 2, 3):
+        try:
+            return atomic_retrying(
+                using, lambda: _insert_many(jobs, list(results), now, settings, using, raise_refusals)
+            )
+        except IntegrityError:
+            # Another transaction committed one of these ids after we looked: look again.
+            if attempt == 3:
+                raise
+    raise AssertionError("unreachable")
+
+
+def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult | None:
+    """The bound an enqueue breaks (payload, wire name, parents, in that order), or None."""
+    if len(new_job.payload_json) > settings.max_payload_bytes:
+        return EnqueueResult.PAYLOAD_TOO_LARGE
+    if len(new_job.wire_name) > settings.max_wire_name_length:
+        return EnqueueResult.WIRE_NAME_TOO_LONG
+    if len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
+        return EnqueueResult.TOO_MANY_PARENTS
+    return None
+
+
+def refusal_message(
+    new_job: NewJob, result: EnqueueResult, settings: BackWaveSettings, *, using: str | None = None
+) -> str:
+    """What :class:`~backwave_django.EnqueueError` says: the limit, the actual value, what to do."""
+    wire = new_job.wire_name
+    if result is EnqueueResult.PAYLOAD_TOO_LARGE:
+        return (
+            f"payload for wire name '{wire}' is {len(new_job.payload_json):,} bytes; MAX_PAYLOAD_BYTES is "
+            f"{settings.max_payload_bytes:,} — store a reference instead"
+        )
+    if result is EnqueueResult.WIRE_NAME_TOO_LONG:
+        return (
+            f"wire name '{wire[:40]}…' is {len(wire):,} characters; MAX_WIRE_NAME_LENGTH is "
+            f"{settings.max_wire_name_length:,} — choose a shorter wire name"
+        )
+    if result is EnqueueResult.TOO_MANY_PARENTS:
+        return (
+            f"job '{wire}' has {len(set(new_job.parents)):,} parents; MAX_PARENTS_PER_JOB is "
+            f"{settings.max_parents_per_job:,} — chain the work through fewer, wider parents"
+        )
+    missing = missing_jobs(new_job.parents, using=using)
+    return f"job '{wire}' names parent job(s) that do not exist: {', '.join(str(m) for m in missing)}"
+
+
+def missing_jobs(job_ids: Iterable[uuid.UUID], *, using: str | None = None) -> list[uuid.UUID]:
+    """Which of these job ids have no row (in the order given); a read, for error messages."""
+    wanted = list(dict.fromkeys(job_ids))
+    found = set(
+        JobRecord.objects.using(using or jobs_database())
+        .filter(job_id__in=wanted)
+        .values_list("job_id", flat=True)
+    )
+    return [j for j in wanted if j not in found]
+
+
+# --- The portable path ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Planned:
+    new_job: NewJob
+    record: JobRecord
+    live_parents: list[uuid.UUID]
+
+
+def _insert_many(
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    now: datetime,
+    settings: BackWaveSettings,
+    using: str,
+    raise_refusals: bool,
+) -> list[EnqueueResult]:
+    candidates = [j for j, r in zip(jobs, results, strict=True) if r is None]
+    records = JobRecord.objects.using(using)
+    existing = set(records.filter(job_id__in={j.job_id for j in candidates}).values_list("job_id", flat=True))
+    wanted_parents = {p for j in candidates for p in j.parents}
+    parents: dict[uuid.UUID, tuple[int | None, JobState]] = {
+        job_id: (sequence, JobState(state))
+        for sequence, job_id, state in records.filter(job_id__in=wanted_parents)
+        .order_by("sequence")
+        .select_for_update()
+        .values_list("sequence", "job_id", "state")
+    }
+    planned: list[_Planned] = []
+    for index, new_job in enumerate(jobs):
+        if results[index] is not None:
+            continue
+        if new_job.job_id in existing:
+            results[index] = EnqueueResult.DUPLICATE
+            continue
+        declared = list(dict.fromkeys(new_job.parents))
+        if any(p not in parents for p in declared):
+            if raise_refusals:  # raised inside the transaction: nothing of the batch is written
+                refused = EnqueueResult.UNKNOWN_PARENT
+                raise EnqueueError(refused, refusal_message(new_job, refused, settings, using=using))
+            results[index] = EnqueueResult.UNKNOWN_PARENT
+            continue
+        state, cause, live = initial_state(new_job, [parents[p][1] for p in declared], declared)
+        record = JobRecord(
+            job_id=new_job.job_id,
+            wire_name=new_job.wire_name,
+            queue=new_job.queue,
+            payload=new_job.payload,
+            state=state,
+            due_time=new_job.due_time,
+            parents_remaining=len(live),
+            mode=new_job.mode,
+            terminal_at=now if state.is_terminal else None,
+            terminal_cause=cause,
+            enqueued_at=now,
+            next_ordinal=1,
+        )
+        planned.append(_Planned(new_job, record, live))
+        existing.add(new_job.job_id)
+        parents[new_job.job_id] = (None, state)  # a later job of the batch may name it as parent
+        results[index] = EnqueueResult.OK
+    if planned:
+        _write_planned(planned, now, settings, using)
+    return [r for r in results if r is not None]
+
+
+def initial_state(
+    new_job: NewJob, parent_states: list[JobState], declared: list[uuid.UUID]
+) -> tuple[JobState, str | None, list[uuid.UUID]]:
+    """The state a new job starts in, its cause if born Cancelled, and its still-live parents."""
+    live = [p for p, s in zip(declared, parent_states, strict=True) if not s.is_terminal]
+    failed = [s for s in parent_states if s.is_terminal and s != JobState.SUCCEEDED]
+    if new_job.mode == DependencyMode.ON_SUCCESS and failed:
+        # The last failed parent in declared order names the cause. Edges to the still-live
+        # parents are written all the same (see docs/concepts.md); resolution skips them.
+        return JobState.CANCELLED, PARENT_FAILURE_CAUSE.format(state=failed[-1].pascal), live
+    return (JobState.AWAITING_PARENT if live else JobState.SCHEDULED), None, live
+
+
+def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSettings, using: str) -> None:
+    created = JobRecord.objects.using(using).bulk_create([p.record for p in planned])
+    sequences = {r.job_id: r.sequence for r in created if r.sequence is not None}
+    if len(sequences) < len(planned):  # a backend that cannot return ids from a bulk insert
+        sequences = dict(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=[p.new_job.job_id for p in planned])
+            .values_list("job_id", "sequence")
+        )
+    live_parent_ids = {p for plan in planned for p in plan.live_parents} - sequences.keys()
+    if live_parent_ids:
+        sequences.update(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=live_parent_ids)
+            .values_list("job_id", "sequence")
+        )
+    JobDependency.objects.using(using).bulk_create(
+        [
+            JobDependency(parent_id=sequences[parent], child_id=sequences[plan.new_job.job_id])
+            for plan in planned
+            for parent in plan.live_parents
+        ]
+    )
+    JobTag.objects.using(using).bulk_create(
+        [
+            JobTag(job_id=sequences[plan.new_job.job_id], key=key, value=value)
+            for plan in planned
+            for key, value in plan.new_job.tag_pairs
+        ]
+    )
+    if settings.history is not HistoryPolicy.OFF:
+        JobTransition.objects.using(using).bulk_create(
+            [
+                JobTransition(
+                    job_id=sequences[plan.new_job.job_id],
+                    ordinal=0,
+                    recorded_at=now,
+                    state=plan.record.state,
+                    attempt=0,
+                    actor=ENQUEUE_ACTOR,
+                )
+                for plan in planned
+            ]
+        )
+    due_queues = {
+        plan.new_job.queue
+        for plan in planned
+        if plan.record.state == JobState.SCHEDULED and plan.new_job.due_time <= now
+    }
+    for queue in sorted(due_queues):
+        notify(using, queue)
+
+
+# --- The PostgreSQL path: jobs without parents in one statement ---------------------------------
+
+#: Insert a batch of jobs without parents, with their tags and first transition, and send the
+#: wake-up hints of the queues that got a job due now. Each column travels as one array; rows are
+#: inserted in input order, so of two equal ids the first is the one stored.
+ENQUEUE = f"""
+WITH inserted AS (
+    INSERT INTO {JOBS} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
+                        cancel_requested, parents_remaining, enqueued_at, next_ordinal)
+    SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
+           {SCHEDULED}, 0, false, 0, %(now)s, 1
+    FROM unnest(%(job_ids)s::uuid[], %(wire_names)s::text[], %(queues)s::text[], %(payloads)s::text[],
+                %(due_times)s::timestamptz[], %(modes)s::smallint[])
+         WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode, position)
+    ORDER BY n.position
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING sequence, job_id, queue, due_time
+), logged AS (
+    INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
+    SELECT sequence, 0, %(now)s, {SCHEDULED}, 0, NULL, %(actor)s FROM inserted WHERE %(history)s
+), tagged AS (
+    INSERT INTO {TAGS} (job_id, key, value)
+    SELECT i.sequence, t.key, t.value
+    FROM inserted AS i
+    JOIN unnest(%(tag_job_ids)s::uuid[], %(tag_keys)s::text[], %(tag_values)s::text[])
+         AS t (job_id, key, value) ON t.job_id = i.job_id
+), hinted AS (
+    SELECT pg_notify(%(channel)s, queue)
+    FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
+)
+SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
+"""
+
+
+def _enqueue_without_parents(
+    using: str,
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    now: datetime,
+    settings: BackWaveSettings,
+) -> list[EnqueueResult]:
+    """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
+    transaction of its own and simply joins the caller's). A job id already stored, or repeated
+    earlier in the batch, is a DUPLICATE."""
+    first: dict[uuid.UUID, int] = {}
+    names = ("job_ids", "wire_names", "queues", "payloads", "due_times", "modes")
+    columns: dict[str, list[Any]] = {name: [] for name in (*names, "tag_job_ids", "tag_keys", "tag_values")}
+    for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
+        if result is not None or new_job.job_id in first:
+            continue
+        first[new_job.job_id] = i
+        columns["job_ids"].append(new_job.job_id)
+        columns["wire_names"].append(new_job.wire_name)
+        columns["queues"].append(new_job.queue)
+        columns["payloads"].append(new_job.payload_json.decode())
+        columns["due_times"].append(new_job.due_time)
+        columns["modes"].append(int(new_job.mode))
+        for key, value in new_job.tag_pairs:
+            columns["tag_job_ids"].append(new_job.job_id)
+            columns["tag_keys"].append(key)
+            columns["tag_values"].append(value)
+    params: dict[str, Any] = {
+        **columns,
+        "now": now,
+        "actor": ENQUEUE_ACTOR,
+        "history": settings.history is not HistoryPolicy.OFF,
+        "channel": HINT_CHANNEL,
+    }
+    inserted = {job_id for job_id, _ in fetch_bound(using, ENQUEUE, params)} if first else set()
+    return [
+        result
+        if result is not None
+        else EnqueueResult.OK
+        if first.get(new_job.job_id) == i and new_job.job_id in inserted
+        else EnqueueResult.DUPLICATE
+        for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))
+    ]

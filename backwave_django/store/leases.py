@@ -1,0 +1,137 @@
+"""Leases: renewing them (heartbeats), disposing expired ones, and releasing them at shutdown.
+
+A lease is dead at its expiry instant: a heartbeat or outcome at exactly ``lease_expiry`` fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from ..conf import get_settings
+from ..core.outcomes import HeartbeatResult
+from ..core.retry import RetryPolicy
+from ..core.states import JobState
+from ..core.validation import (
+    require_aware,
+    require_count,
+    require_positive_duration,
+    require_queues,
+    require_uuid,
+    require_worker_id,
+)
+from ..database import jobs_database
+from ..models import JobRecord
+from ._rows import Row, UnitOfWork, cascade, lock_rows
+from ._tx import atomic_retrying
+
+LEASE_EXPIRY_ACTOR = "lease-expiry"
+LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reached)."
+
+
+def heartbeat(
+    *, worker_id: str, job_ids: Sequence[uuid.UUID], lease_duration: timedelta, now: datetime
+) -> list[HeartbeatResult]:
+    """Renew every live lease ``worker_id`` holds among ``job_ids``; results in input order.
+
+    A lease that is not renewed (expired, taken over, or the job ended) is lost: the worker
+    must abandon that job and report nothing. ``cancel_requested`` carries the cancel flag.
+    """
+    require_worker_id(worker_id)
+    ids = [require_uuid("job_ids[]", j) for j in job_ids]
+    require_positive_duration("lease_duration", lease_duration)
+    require_aware("now", now)
+    if not ids:
+        return []
+    using = jobs_database()
+
+    def body() -> dict[uuid.UUID, tuple[int, bool]]:
+        live = {
+            job_id: (sequence, flag)
+            for sequence, job_id, flag in JobRecord.objects.using(using)
+            .filter(job_id__in=set(ids), state=JobState.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
+            .order_by("sequence")
+            .select_for_update()
+            .values_list("sequence", "job_id", "cancel_requested")
+        }
+        if live:
+            JobRecord.objects.using(using).filter(sequence__in=[s for s, _ in live.values()]).update(
+                lease_expiry=now + lease_duration
+            )
+        return live
+
+    live = atomic_retrying(using, body)
+    return [
+        HeartbeatResult(job_id=j, renewed=j in live, cancel_requested=j in live and live[j][1]) for j in ids
+    ]
+
+
+def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, max_jobs: int = 32) -> int:
+    """Dispose up to ``max_jobs`` expired leases in ``queues``: retry them, or dead-letter at the ceiling.
+
+    Concurrent sweeps skip each other's rows, so each lease is disposed exactly once.
+    Returns how many were disposed.
+    """
+    require_aware("now", now)
+    served = require_queues(queues)
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    require_count("max_jobs", max_jobs)
+    if not served or max_jobs == 0:
+        return 0
+    settings = get_settings()
+    using = jobs_database()
+
+    def body() -> int:
+        rows = lock_rows(
+            JobRecord.objects.using(using)
+            .filter(queue__in=served, state=JobState.LEASED, lease_expiry__lte=now)
+            .order_by("lease_expiry", "sequence")[:max_jobs],
+            skip_locked=True,
+        )
+        uow = UnitOfWork(settings, now)
+        ended: list[tuple[Row, JobState]] = []
+        released = {"lease_owner": None, "lease_expiry": None}
+        for row, _ in rows:
+            retry_at = retry.next_attempt_at(row.attempt, now)
+            if retry_at is not None:
+                uow.transition(
+                    row, JobState.SCHEDULED, actor=LEASE_EXPIRY_ACTOR, due_time=retry_at, **released
+                )
+            else:
+                uow.transition(
+                    row,
+                    JobState.DEAD_LETTERED,
+                    actor=LEASE_EXPIRY_ACTOR,
+                    terminal_at=now,
+                    terminal_cause=LEASE_EXPIRED_CAUSE.format(attempt=row.attempt),
+                    **released,
+                )
+                ended.append((row, JobState.DEAD_LETTERED))
+        cascade(uow, using, ended)
+        uow.flush(using)
+        return len(rows)
+
+    return atomic_retrying(using, body)
+
+
+def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetime) -> int:
+    """End ``worker_id``'s live leases on ``job_ids`` now, so the next expiry sweep (on any
+    worker) retries or dead-letters them. Used by a worker that stops with jobs still running.
+    Returns how many leases were released."""
+    require_worker_id(worker_id)
+    ids = [require_uuid("job_ids[]", j) for j in job_ids]
+    require_aware("now", now)
+    if not ids:
+        return 0
+    using = jobs_database()
+
+    def body() -> int:
+        return (
+            JobRecord.objects.using(using)
+            .filter(job_id__in=ids, state=JobState.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
+            .update(lease_expiry=now)
+        )
+
+    return atomic_retrying(using, body)
