@@ -1,7 +1,7 @@
 """The operator console in the Django admin: this package registers its pages.
 
 Rows are read-only: nothing here edits a job or queue row directly, and schedule rows are written
-only through ``store.upsert_schedule`` / ``store.remove_schedule``. State changes are operator
+only through ``operator.save_schedule`` / ``operator.remove_schedule``. State changes are operator
 actions (bulk admin actions and per-object POST buttons) that go through
 :mod:`backwave_django.operator`, which audits them; each is gated by its permission
 (``docs/admin.md``, "Permissions"), hidden without it, answered with a message counting the

@@ -1,9 +1,11 @@
 """The Recurring schedules pages: the list, the detail page with Trigger now, create, edit, delete.
 
-Schedule rows are written only by the store: saving the form calls ``store.upsert_schedule`` and
-deleting (one schedule, or the selected ones) calls ``store.remove_schedule``. The form validates
-a definition exactly as the store would, with the store's own ``resolve_schedule``; see
-``docs/admin.md`` ("Recurring schedules").
+Schedule rows are written only through :mod:`backwave_django.operator`: saving the form calls
+``operator.save_schedule`` and deleting (one schedule, or the selected ones) calls
+``operator.remove_schedule``, with the acting user as the actor, so every schedule saved or
+removed here leaves one ``OperatorAudit`` row. The form validates a definition exactly as the
+store would, with the store's own read-only ``resolve_schedule``; see ``docs/admin.md``
+("Recurring schedules").
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import client, operator, registry, store
+from .. import operator, registry
 from ..conf import get_settings
 from ..core import planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
 from ..models import JobRecord, RecurringSchedule
+from ..store import resolve_schedule
 from .console import (
     DETAIL_ROWS,
     STATE_TONES,
@@ -55,7 +58,8 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     Cron and zone go through ``store.resolve_schedule`` (the function the upsert calls); the wire
     name and payload through ``registry.route`` (what a worker does with each instance), so a
     schedule whose every instance would be Quarantined is refused with the cause. Nothing is saved
-    by the form: :meth:`RecurringScheduleAdmin.save_model` hands :attr:`spec` to the store.
+    by the form: :meth:`RecurringScheduleAdmin.save_model` hands :attr:`spec` to
+    ``operator.save_schedule``.
     """
 
     spec: ScheduleSpec | None = None
@@ -90,13 +94,13 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cron, zone = data.get("cron"), data.get("time_zone") or None
         if cron:
             try:
-                store.resolve_schedule(cron, None)
+                resolve_schedule(cron, None)
             except ValueError as exc:
                 self.add_error("cron", str(exc))
             else:
                 if zone is not None:
                     try:
-                        store.resolve_schedule(cron, zone)
+                        resolve_schedule(cron, zone)
                     except ValueError as exc:
                         self.add_error("time_zone", str(exc))
         wire_name = data.get("wire_name")
@@ -154,7 +158,7 @@ SCHEDULE_STATUS = (
 
 
 class RecurringScheduleAdmin(ConsoleAdmin):
-    """Schedules are created and redefined here, but written only by the store.
+    """Schedules are created, redefined and deleted here, but written only through the operator.
 
     A schedule declared in ``settings.BACKWAVE["SCHEDULES"]`` is read-only here: a worker start
     re-applies the settings, so an edit would not stick.
@@ -204,18 +208,21 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         return [("Definition", {"fields": fields}), ("Status", {"fields": SCHEDULE_STATUS})]
 
     def save_model(self, request: HttpRequest, obj: RecurringSchedule, form: Any, change: bool) -> None:
-        """Hand the validated definition to the store (only the store writes schedule rows)."""
+        """Hand the validated definition to the operator (which audits it; the store writes the row)."""
         spec = form.spec
         assert spec is not None, "save_model runs only after the form validated"
-        store.upsert_schedule(spec, now=client.clock())
+        operator.save_schedule(spec, actor=request.user.get_username())
         obj.pk = RecurringSchedule.objects.values_list("pk", flat=True).get(schedule_id=spec.schedule_id)
 
     def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:
-        store.remove_schedule(obj.schedule_id)
+        """The delete page: remove the schedule through the operator (minted instances stay)."""
+        operator.remove_schedule(obj.schedule_id, actor=request.user.get_username())
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RecurringSchedule]) -> None:
+        """The "delete selected" action: one operator removal (and audit row) per schedule."""
+        actor = request.user.get_username()
         for schedule_id in queryset.values_list("schedule_id", flat=True):
-            store.remove_schedule(schedule_id)
+            operator.remove_schedule(schedule_id, actor=actor)
 
     # --- Columns -------------------------------------------------------------------------------
 
