@@ -218,3 +218,36 @@ def test_unknown_ids_get_a_clear_message_never_a_500(client, world, name, unknow
     assert flashed(response)[0].startswith("No ")
     assert "nothing was" in flashed(response)[0]
     assert _state() == before
+
+
+def test_the_console_button_gate_checks_method_then_permission_before_the_view_runs(rf):
+    """``console_button``: anything but POST is 405 and a POST without the permission is 403, and in
+    neither case does the view run; with the permission the view answers."""
+    from django.contrib.auth.models import AnonymousUser
+    from django.core.exceptions import PermissionDenied
+    from django.http import HttpResponse
+
+    from backwave_django.admin.console import CANCEL_PERMISSION, console_button
+
+    ran = []
+
+    class Page:
+        @console_button(permission=CANCEL_PERMISSION)
+        def button_view(self, request, object_id):
+            ran.append(object_id)
+            return HttpResponse("acted")
+
+    def request(method, user):
+        built = getattr(rf, method)("/")
+        built.user = user
+        return built
+
+    allowed = make_staff("cancel_jobrecord")
+    assert Page().button_view(request("get", allowed), "1").status_code == 405
+    with pytest.raises(PermissionDenied):
+        Page().button_view(request("post", make_staff()), "2")
+    with pytest.raises(PermissionDenied):
+        Page().button_view(request("post", AnonymousUser()), "3")
+    assert ran == []
+    assert Page().button_view(request("post", allowed), "4").content == b"acted"
+    assert ran == ["4"]

@@ -319,7 +319,7 @@ def test_queue_wire_worker_and_schedule_names_are_escaped(viewer):
     [(0.01, 5000), (0.25, 5000), (0.5, 10_000), (1.0, 20_000), (10.0, 60_000)],
 )
 def test_live_refresh_slows_down_when_the_page_is_slow_to_build(build_seconds, interval_ms):
-    from backwave_django.dashboard import refresh_interval_ms
+    from backwave_django.admin.dashboard import refresh_interval_ms
 
     assert refresh_interval_ms(build_seconds) == interval_ms
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from backwave_django import Failure, JobState, store
-from backwave_django.admin import COUNT_CAP, EstimatedCountPaginator
+from backwave_django.admin.job_list import COUNT_CAP, EstimatedCountPaginator
 from backwave_django.core.outcomes import Unroutable
 from backwave_django.models import JobRecord
 
@@ -234,7 +234,7 @@ def test_the_list_never_counts_the_whole_table(client, login, failures):
 
 
 def test_the_paginator_caps_a_filtered_count_and_says_so(monkeypatch):
-    monkeypatch.setattr("backwave_django.admin.COUNT_CAP", 3)
+    monkeypatch.setattr("backwave_django.admin.job_list.COUNT_CAP", 3)
     for _ in range(5):
         JobRecordFactory()
     paginator = EstimatedCountPaginator(JobRecord.objects.filter(queue="default").order_by("-sequence"), 2)
@@ -244,16 +244,16 @@ def test_the_paginator_caps_a_filtered_count_and_says_so(monkeypatch):
 
 
 def test_the_paginator_uses_the_planner_estimate_for_an_unfiltered_large_table(monkeypatch):
-    monkeypatch.setattr("backwave_django.admin._estimated_rows", lambda queryset: 2_000_000)
+    monkeypatch.setattr("backwave_django.admin.job_list._estimated_rows", lambda queryset: 2_000_000)
     paginator = EstimatedCountPaginator(JobRecord.objects.order_by("-sequence"), 50)
     assert (paginator.count, paginator.count_label) == (2_000_000, "about 2,000,000")
-    monkeypatch.setattr("backwave_django.admin._estimated_rows", lambda queryset: COUNT_CAP - 1)
+    monkeypatch.setattr("backwave_django.admin.job_list._estimated_rows", lambda queryset: COUNT_CAP - 1)
     small = EstimatedCountPaginator(JobRecord.objects.order_by("-sequence"), 50)
     assert (small.count, small.count_label) == (0, "0")  # a small estimate is not trusted: counted
 
 
 def test_the_estimate_comes_from_the_database_statistics_where_there_are_any(vendor):
-    from backwave_django.admin import _estimated_rows
+    from backwave_django.admin.job_list import _estimated_rows
 
     estimate = _estimated_rows(JobRecord.objects.all())
     if vendor == "sqlite":
@@ -448,7 +448,7 @@ def test_the_list_copy_button_is_an_inline_icon_with_a_label(client, login):
 
 
 def test_the_search_bar_count_agrees_with_the_capped_paginator(client, login, monkeypatch):
-    monkeypatch.setattr("backwave_django.admin.COUNT_CAP", 3)
+    monkeypatch.setattr("backwave_django.admin.job_list.COUNT_CAP", 3)
     login()
     for _ in range(5):
         JobRecordFactory(wire_name="send-invoice")
@@ -466,7 +466,7 @@ def test_the_search_bar_count_agrees_with_the_capped_paginator(client, login, mo
 
 def test_the_detail_page_reads_the_job_once_so_buttons_and_facts_agree(client, login, monkeypatch):
     """A job cancelled while its page is drawn: the page shows one state, before or after, never both."""
-    from backwave_django.admin import JobRecordAdmin
+    from backwave_django.admin.jobs import JobRecordAdmin
 
     login("cancel_jobrecord")
     job = enqueue()

@@ -1,5 +1,6 @@
 """Schedules in the console: the list (cron gloss, next due, live instance), the detail page, and
-create / edit through a form validated like ``store.upsert_schedule`` and saved only by the store."""
+create / edit / delete through a form validated like ``store.upsert_schedule`` and written only
+through ``operator.save_schedule`` / ``operator.remove_schedule``, each audited for the user."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from backwave_django import CatchUp, JobState, ScheduleSpec, store
-from backwave_django.models import JobRecord, RecurringSchedule
+from backwave_django.models import JobRecord, OperatorAudit, RecurringSchedule
 
 from .conftest import make_staff
 
@@ -146,12 +147,14 @@ def test_editing_a_schedule_keeps_its_cursor_and_skipped_ticks(client, editor):
 
 
 def test_the_admin_never_saves_the_model_itself(client, editor, monkeypatch):
-    """Every write of a schedule row happens inside ``store.upsert_schedule``, given the form's spec."""
-    inside_store, specs, saves = [], [], []
+    """Every write of a schedule row happens inside ``store.upsert_schedule``, given the form's spec
+    and the acting user (the operator's call: ``operator.save_schedule``)."""
+    inside_store, specs, actors, saves = [], [], [], []
     upsert, save = store.upsert_schedule, RecurringSchedule.save
 
     def spy_upsert(spec, **kwargs):
         specs.append(spec)
+        actors.append(kwargs.get("actor"))
         inside_store.append(True)
         try:
             return upsert(spec, **kwargs)
@@ -177,6 +180,7 @@ def test_the_admin_never_saves_the_model_itself(client, editor, monkeypatch):
             no_overlap=True,
         )
     ]
+    assert actors == [editor.username]
 
 
 @pytest.mark.parametrize(
@@ -253,6 +257,96 @@ def test_a_viewer_cannot_add_or_edit(client, login):
     assert client.get(reverse(ADD)).status_code == 403
     client.post(_change("nightly"), _form(cron="0 4 * * *"))
     assert RecurringSchedule.objects.get().cron == "0 0 2 * * *"
+
+
+# --- Every write is an audited operator action --------------------------------------------------
+
+
+def _audit() -> list[tuple[str, str, str]]:
+    return list(OperatorAudit.objects.order_by("id").values_list("actor", "action", "target"))
+
+
+def _bulk_delete(client, *schedule_ids: str):
+    selected = [str(RecurringSchedule.objects.get(schedule_id=s).pk) for s in schedule_ids]
+    return client.post(
+        reverse(LIST),
+        {"action": "delete_selected", "index": "0", "_selected_action": selected, "post": "yes"},
+    )
+
+
+def test_creating_a_schedule_writes_one_audit_row_for_the_user(client, editor):
+    response = client.post(reverse(ADD), _form())
+    assert response.status_code == 302
+    assert _audit() == [(editor.username, "save_schedule", "nightly")]
+
+
+def test_editing_a_schedule_writes_one_audit_row_for_the_user(client, editor):
+    _upsert()
+    response = client.post(_change("nightly"), _form(cron="0 3 * * *"))
+    assert response.status_code == 302
+    assert RecurringSchedule.objects.get().cron == "0 0 3 * * *"
+    assert _audit() == [(editor.username, "save_schedule", "nightly")]
+
+
+def test_an_invalid_definition_is_not_audited(client, editor):
+    _upsert()
+    client.post(reverse(ADD), _form(schedule_id="other", cron="0 25 * * *"))
+    client.post(_change("nightly"), _form(time_zone="Nowhere/City"))
+    assert _audit() == []
+
+
+def test_deleting_a_schedule_writes_one_audit_row_for_the_user(client, editor):
+    _upsert()
+    pk = RecurringSchedule.objects.get().pk
+    response = client.post(
+        reverse("admin:backwave_django_recurringschedule_delete", args=[pk]), {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not RecurringSchedule.objects.exists()
+    assert _audit() == [(editor.username, "remove_schedule", "nightly")]
+
+
+def test_deleting_selected_schedules_writes_one_audit_row_per_schedule(client, editor):
+    _upsert("nightly")
+    _upsert("hourly", "0 * * * *")
+    _upsert("kept", "*/5 * * * *")
+    response = _bulk_delete(client, "nightly", "hourly")
+    assert response.status_code == 302
+    assert list(RecurringSchedule.objects.values_list("schedule_id", flat=True)) == ["kept"]
+    assert sorted(_audit()) == [
+        (editor.username, "remove_schedule", "hourly"),
+        (editor.username, "remove_schedule", "nightly"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "codenames",
+    [
+        (),  # a viewer
+        ("add_recurringschedule",),  # may create, not change or delete
+        ("add_recurringschedule", "delete_recurringschedule"),  # may not change
+        ("add_recurringschedule", "change_recurringschedule"),  # may not delete
+    ],
+)
+def test_without_the_permission_nothing_is_written_or_audited(client, codenames):
+    user = make_staff(*codenames)
+    client.force_login(user)
+    _upsert()
+    pk = RecurringSchedule.objects.get().pk
+    before = list(RecurringSchedule.objects.values_list("schedule_id", "cron", "cursor"))
+    delete_url = reverse("admin:backwave_django_recurringschedule_delete", args=[pk])
+    may_change = "change_recurringschedule" in codenames
+    may_delete = "delete_recurringschedule" in codenames
+    if not may_change:
+        assert client.post(_change("nightly"), _form(cron="0 4 * * *")).status_code == 403
+    if not may_delete:
+        assert client.post(delete_url, {"post": "yes"}).status_code == 403
+        response = _bulk_delete(client, "nightly")
+        assert response.status_code < 500
+    if "add_recurringschedule" not in codenames:
+        assert client.post(reverse(ADD), _form(schedule_id="other")).status_code == 403
+    assert list(RecurringSchedule.objects.values_list("schedule_id", "cron", "cursor")) == before
+    assert _audit() == []
 
 
 def test_schedule_content_is_escaped(client, login):

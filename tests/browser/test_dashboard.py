@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from backwave_django import dashboard
+from backwave_django.admin import dashboard
 from tests.browser.conftest import log_in
 from tests.jobsapp import jobs
 

@@ -28,10 +28,9 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from . import monitor
-from .admin import BREADCRUMBS_AS_LIST, STATE_TONES, _badge
-from .core.states import JobState, TerminalStateClass
-from .models import Dashboard
+from .. import monitor
+from ..core.states import JobState, TerminalStateClass
+from .console import BREADCRUMBS_AS_LIST, STATE_TONES, job_state_badge
 
 VIEW_PERMISSION = "backwave_django.view_jobrecord"
 #: How often the page refreshes itself (the script reads it from a data attribute) ...
@@ -161,47 +160,51 @@ def build_chart(series: monitor.Throughput) -> Chart:
     column = (right - left) / count
     ceiling = _nice_ceiling(series.peak)
 
-    def x(i: int) -> float:
-        return round(left + (i + 0.5) * column, 1)
+    def x_of(minute: int) -> float:
+        """The horizontal centre of the ``minute``-th column."""
+        return round(left + (minute + 0.5) * column, 1)
 
-    def y(value: int) -> float:
+    def y_of(value: int) -> float:
+        """The height of ``value`` on the axis from 0 (bottom) to ``ceiling`` (top)."""
         return round(bottom - (bottom - top) * value / ceiling, 1)
 
     lines = []
     for name in monitor.SERIES:
         segments: list[str] = []
         run: list[str] = []
-        for i, value in enumerate(series.series[name]):
+        for minute, value in enumerate(series.series[name]):
             if value is None:
                 if run:
                     segments.append(" ".join(run))
                 run = []
                 continue
-            run.append(f"{x(i)},{y(value)}")
+            run.append(f"{x_of(minute)},{y_of(value)}")
         if run:
             segments.append(" ".join(run))
         colour, dash = SERIES_STYLE[name]
         lines.append(ChartLine(name, monitor.SERIES_LABELS[name], colour, dash, series.total(name), segments))
 
     local = [timezone.localtime(minute) for minute in series.minutes]
-    y_ticks = [ChartTick(y(v), f"{v:,}") for v in sorted({0, ceiling // 2, ceiling})]
-    x_ticks = [ChartTick(x(i), local[i].strftime("%H:%M")) for i in range(0, count, 15)]
+    y_ticks = [ChartTick(y_of(tick), f"{tick:,}") for tick in sorted({0, ceiling // 2, ceiling})]
+    x_ticks = [ChartTick(x_of(minute), local[minute].strftime("%H:%M")) for minute in range(0, count, 15)]
     if count - 1 not in range(0, count, 15):
-        x_ticks.append(ChartTick(x(count - 1), local[-1].strftime("%H:%M")))
+        x_ticks.append(ChartTick(x_of(count - 1), local[-1].strftime("%H:%M")))
     minutes = []
-    for i in range(count):
-        values = [series.series[name][i] for name in monitor.SERIES]
-        label = local[i].strftime("%H:%M")
+    for minute in range(count):
+        values = [series.series[name][minute] for name in monitor.SERIES]
+        label = local[minute].strftime("%H:%M")
         parts = [
             f"{'not counted' if value is None else f'{value:,}'} {monitor.SERIES_LABELS[name].lower()}"
             for name, value in zip(monitor.SERIES, values, strict=True)
         ]
         minutes.append(
-            ChartMinute(round(left + i * column, 1), label, values, f"{label}: {', '.join(parts)}")
+            ChartMinute(round(left + minute * column, 1), label, values, f"{label}: {', '.join(parts)}")
         )
     uncounted_until = None
     if series.counted_from is not None:
-        first = next((i for i, m in enumerate(series.minutes) if m >= series.counted_from), count)
+        first = next(
+            (index for index, start in enumerate(series.minutes) if start >= series.counted_from), count
+        )
         uncounted_until = round(left + first * column, 1)
     summary = ", ".join(f"{line.total:,} {line.label.lower()}" for line in lines)
     return Chart(
@@ -242,29 +245,29 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
             "cells": [
                 {
                     "state": state,
-                    "count": n,
+                    "count": count,
                     "url": jobs_url(queue=depth.queue, state__exact=int(state)),
                 }
-                for state, n in zip(states, depth.counts, strict=True)
+                for state, count in zip(states, depth.counts, strict=True)
             ],
         }
         for depth in view.depths
     ]
     totals = [
-        {"state": state, "count": n, "url": jobs_url(state__exact=int(state)), "tone": STATE_TONES[state]}
-        for state, n in zip(states, view.totals, strict=True)
+        {"state": state, "count": count, "url": jobs_url(state__exact=int(state)), "tone": STATE_TONES[state]}
+        for state, count in zip(states, view.totals, strict=True)
     ]
-    paused = [{"name": q.queue, "url": jobs_url(queue=q.queue)} for q in view.paused_queues]
+    paused = [{"name": status.queue, "url": jobs_url(queue=status.queue)} for status in view.paused_queues]
     at_limit = [
         {
-            "name": q.queue,
-            "url": jobs_url(queue=q.queue, state__exact=int(JobState.LEASED)),
-            "leased": q.leased,
-            "limit": q.concurrency_limit,
+            "name": status.queue,
+            "url": jobs_url(queue=status.queue, state__exact=int(JobState.LEASED)),
+            "leased": status.leased,
+            "limit": status.concurrency_limit,
         }
-        for q in view.queues_at_limit
+        for status in view.queues_at_limit
     ]
-    paused_names = {q.queue for q in view.paused_queues}
+    paused_names = {status.queue for status in view.paused_queues}
     executing = [
         {
             "job": job,
@@ -279,7 +282,7 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
             "job": job,
             "short_id": str(job.job_id)[:8],
             "url": job_url(job.sequence),
-            "badge": SafeString(_badge(job.state)),
+            "badge": SafeString(job_state_badge(job.state)),
             "cause": Truncator(job.terminal_cause or "").chars(CAUSE_PREVIEW_CHARS),
         }
         for job in view.needs_attention
@@ -302,7 +305,7 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
     ]
     return {
         "view": view,
-        "states": [{"state": s, "badge": SafeString(_badge(s))} for s in states],
+        "states": [{"state": state, "badge": SafeString(job_state_badge(state))} for state in states],
         "depth_rows": depth_rows,
         "totals": totals,
         "all_jobs_url": jobs_url(),
@@ -382,6 +385,3 @@ class DashboardAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return TemplateResponse(
             request, "admin/backwave_django/dashboard_fragment.html", self._context(request)
         )
-
-
-admin.site.register(Dashboard, DashboardAdmin)

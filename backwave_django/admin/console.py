@@ -1,0 +1,253 @@
+"""The console kit every admin page shares: permissions, badges, formatting, base admins, buttons.
+
+The pages (``jobs``, ``queues``, ``schedules``, ``workers``, ``audit``, ``dashboard``) import from
+here and never the other way round, so this module knows no page. It holds what must look and
+behave the same on every page: the permission codenames and the sensitive-data switch
+(``docs/admin.md``, "Permissions" and "Sensitive content"), the state badges and their tones, UTC
+timestamps, pretty JSON, tag pills, the one message that counts an action's results, the base
+admins that refuse a malformed bulk selection, and :func:`console_button`, the gate in front of
+every operator button (POST only, then the button's permission).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.utils.html import format_html, format_html_join
+
+from ..conf import env_flag
+from ..core.encoding import json_size
+from ..core.states import JobState
+
+CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
+REQUEUE_PERMISSION = "backwave_django.requeue_jobrecord"
+SENSITIVE_PERMISSION = "backwave_django.view_sensitive_jobrecord"
+TRIGGER_PERMISSION = "backwave_django.trigger_recurringschedule"
+PAUSE_PERMISSION = "backwave_django.pause_queuesettings"
+DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
+
+#: Badge colours per state, the console's tones: Scheduled amber, Awaiting Parent navy, Leased
+#: wave blue, Succeeded green, Cancelled navy, Dead-Lettered and Quarantined red.
+STATE_TONES = {
+    JobState.SCHEDULED: "#9a6700",
+    JobState.AWAITING_PARENT: "#24406b",
+    JobState.LEASED: "#1f6feb",
+    JobState.SUCCEEDED: "#1a7f37",
+    JobState.CANCELLED: "#24406b",
+    JobState.DEAD_LETTERED: "#b3261e",
+    JobState.QUARANTINED: "#b3261e",
+}
+PAUSED_TONE = STATE_TONES[JobState.SCHEDULED]
+CLAIMING_TONE = STATE_TONES[JobState.SUCCEEDED]
+STALE_TONE = "#6e7781"
+
+#: How many rows a detail page lists (a job's gating parents and waiting children, a schedule's
+#: minted instances).
+DETAIL_ROWS = 50
+
+
+def _django_breadcrumbs_are_a_list() -> bool:
+    """Whether the installed Django marks breadcrumbs up as ``<ol class="breadcrumbs">``.
+
+    Django 6 styles only that list, Django 5.2 only ``<div class="breadcrumbs">`` with ``&rsaquo;``
+    between the links. The console's own pages (Dashboard, Queues) draw the same markup as
+    Django's pages, so this is read from Django's own ``admin/base.html`` rather than guessed
+    from a version number.
+    """
+    base = Path(admin.__file__).parent / "templates" / "admin" / "base.html"
+    return '<ol class="breadcrumbs">' in base.read_text(encoding="utf-8")
+
+
+#: Context for ``admin/backwave_django/breadcrumbs.html``: which markup the installed Django styles.
+BREADCRUMBS_AS_LIST = _django_breadcrumbs_are_a_list()
+
+
+# --- Permissions ---------------------------------------------------------------------------------
+
+
+def can_view_sensitive(request: HttpRequest) -> bool:
+    """Payload, output and failure detail: the permission, and the environment kill-switch off."""
+    return not env_flag(DISABLE_SENSITIVE_ENV) and request.user.has_perm(SENSITIVE_PERMISSION)
+
+
+#: A view method of a ModelAdmin behind an operator button: ``(self, request, *url arguments)``.
+ButtonView = TypeVar("ButtonView", bound=Callable[..., HttpResponse])
+
+
+def console_button(*, permission: str) -> Callable[[ButtonView], ButtonView]:
+    """Gate an operator button's view: POST only, by a user who holds ``permission``.
+
+    Buttons change state, so any other method answers 405 (and a POST is CSRF-checked by
+    ``admin_view``); a POST without the permission answers 403 before the view reads anything,
+    so a forged button changes nothing. Only then does the decorated view run.
+    """
+
+    def decorate(view: ButtonView) -> ButtonView:
+        @functools.wraps(view)
+        def checked(model_admin: Any, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method != "POST":
+                return HttpResponseNotAllowed(["POST"])
+            if not request.user.has_perm(permission):
+                raise PermissionDenied
+            return view(model_admin, request, *args, **kwargs)
+
+        return cast(ButtonView, checked)
+
+    return decorate
+
+
+# --- Badges, times, JSON, tags -------------------------------------------------------------------
+
+
+def format_instant(value: datetime | None) -> str:
+    """UTC with second precision, sortable (``2026-01-01 00:00:00Z``); "—" when unset."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def tone_badge(text: str, tone: str, **data: str) -> str:
+    """A coloured pill with white text; ``data`` become ``data-*`` attributes."""
+    attributes = format_html_join("", ' data-{}="{}"', data.items())
+    return format_html(
+        '<span class="bw-badge"{} style="background:{};color:#fff;padding:1px 7px;border-radius:8px;'
+        'white-space:nowrap">{}</span>',
+        attributes,
+        tone,
+        text,
+    )
+
+
+def job_state_badge(state: int) -> str:
+    """A job state's badge in its tone, marked ``data-state="<PascalCase name>"``."""
+    job_state = JobState(state)
+    return tone_badge(str(job_state.label), STATE_TONES[job_state], state=job_state.pascal)
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON with its encoded size above it."""
+    size = json_size(value)
+    return format_html(
+        '<div class="bw-json"><small>{} bytes · JSON</small>'
+        "<pre style='white-space:pre-wrap;margin:0'>{}</pre></div>",
+        f"{size:,}",
+        json.dumps(value, indent=2, ensure_ascii=False),
+    )
+
+
+def tag_query(key: str, value: str) -> str:
+    """The job-list query string that filters by one tag (a label has ``key == ""``)."""
+    return urlencode({"tk": key, "tv": value} if key else {"tl": value})
+
+
+def tag_pills(tags: Any, base_url: str = "") -> str:
+    """Each tag as a link to the job list filtered by it; "—" for none."""
+    return (
+        format_html_join(
+            " ",
+            '<a class="bw-tag" href="{}?{}">{}</a>',
+            ((base_url, tag_query(tag.key, tag.value), str(tag)) for tag in tags),
+        )
+        or "—"
+    )
+
+
+# --- Answering an action -------------------------------------------------------------------------
+
+
+def result_message(
+    model_admin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    counts: Counter[str],
+    order: list[str] | None = None,
+) -> None:
+    """One message that counts the results: "3 cancelled immediately, 1 not cancellable"."""
+    labels = sorted(counts, key=lambda label: (order or []).index(label) if label in (order or []) else 99)
+    text = ", ".join(f"{counts[label]} {label}" for label in labels) or "nothing selected"
+    model_admin.message_user(request, text[:1].upper() + text[1:] + ".", messages.INFO)
+
+
+class SeeOther(HttpResponseRedirect):
+    """POST/redirect/GET: the answer to every operator button."""
+
+    status_code = 303
+
+
+def bulk_operator_action(
+    *, description: str, permission: str, run: Callable[[Any, str], Any], labels: dict[str, str]
+) -> Callable[..., None]:
+    """A bulk admin action: run one operator call per selected row and report the counted results.
+
+    ``permission`` names the admin's ``has_<permission>_permission`` method (Django hides the
+    action without it); ``run(row, actor)`` makes the operator call, and ``labels`` words its result.
+    """
+
+    @admin.action(description=description, permissions=[permission])
+    def action(model_admin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        counts: Counter[str] = Counter()
+        actor = request.user.get_username()
+        for row in queryset:
+            result = run(row, actor)
+            label = labels.get(getattr(result, "name", ""), "done")
+            counts[label] += 1
+            model_admin.log_change(request, row, f"{description}: {label}")
+        result_message(model_admin, request, counts, list(labels.values()))
+
+    action.__name__ = description.lower().replace(" ", "_")
+    return action
+
+
+# --- Base admins ---------------------------------------------------------------------------------
+
+
+class ConsoleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """A console changelist whose bulk actions refuse a malformed selection.
+
+    Django filters ``pk__in=<the posted _selected_action values>`` as given, so a value that is not
+    a primary key of this model (``abc``, a job's UUID, ``1;DROP TABLE x``, a number out of range)
+    would raise inside the action: a server error. Each value is checked first; one bad value
+    refuses the whole request with a message, and nothing is changed.
+    """
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        # ``*args, **kwargs``: Django 6.1 also passes where the action was run (``action_location``).
+        pk = self.opts.pk
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                pk.run_validators(pk.to_python(value))
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"“{value[:40]}” is not the id of a {self.opts.verbose_name} listed here; "
+                    "nothing was changed.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset, *args, **kwargs)
+
+
+class ReadOnlyAdmin(ConsoleAdmin):
+    """Rows are never added, edited or deleted here; only viewed."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,458 @@
+"""The Jobs pages: the job list with its failures tabs, the job detail page, Cancel and Requeue.
+
+Job rows are read-only: a job's state changes only through the Cancel and Requeue actions (bulk
+on the list, a button on the detail page), which go through :mod:`backwave_django.operator`. The
+list's paginator and filters live in :mod:`.job_list`; see ``docs/admin.md`` ("Jobs", "Failures",
+"Job detail") for what each page shows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from .. import operator, registry
+from ..conf import get_settings
+from ..core.states import HistoryPolicy, JobState
+from ..models import JobDependency, JobRecord, JobTag, JobTransition, RecurringSchedule
+from .console import (
+    CANCEL_PERMISSION,
+    DETAIL_ROWS,
+    REQUEUE_PERMISSION,
+    ReadOnlyAdmin,
+    SeeOther,
+    bulk_operator_action,
+    can_view_sensitive,
+    console_button,
+    format_instant,
+    job_state_badge,
+    pretty_json,
+    result_message,
+    tag_pills,
+)
+from .job_list import (
+    EstimatedCountPaginator,
+    QueueFilter,
+    ScheduleFilter,
+    TagFilter,
+    TerminalClassFilter,
+    WireNameFilter,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+
+#: The failure tabs count up to this many jobs each ("1,000+").
+FAILURE_COUNT_CAP = 1_000
+
+HIDDEN_TEXT = "Hidden: needs the “view sensitive” permission."
+
+#: The copy button's icon, two overlapping sheets drawn inline: no font glyph for "copy" renders
+#: everywhere (U+29C9 is an empty box in common Linux browser fonts). The button carries the label.
+COPY_ICON = SafeString(
+    '<svg class="bw-copy-icon" width="12" height="12" viewBox="0 0 16 16" aria-hidden="true" '
+    'focusable="false"><rect x="5" y="5" width="9.5" height="9.5" rx="1.5" fill="none" '
+    'stroke="currentColor" stroke-width="1.6"/><path d="M3 11h-.5A1.5 1.5 0 0 1 1 9.5v-7A1.5 1.5 0 0 '
+    '1 2.5 1h7A1.5 1.5 0 0 1 11 2.5V3" fill="none" stroke="currentColor" stroke-width="1.6"/></svg>'
+)
+
+#: The failures view: two tabs over the job list, never merged (label, state, blurb, test id).
+FAILURE_TABS = (
+    ("Dead-Lettered", JobState.DEAD_LETTERED, "ran and kept failing", "bw-failures-dead-lettered"),
+    ("Quarantined", JobState.QUARANTINED, "could not be routed or decoded", "bw-failures-quarantined"),
+)
+
+CANCEL_LABELS = {
+    "CANCELLED_IMMEDIATELY": "cancelled immediately",
+    "CANCELLATION_REQUESTED": "cancellation requested",
+    "NOT_CANCELLABLE": "not cancellable",
+}
+REQUEUE_LABELS = {"REQUEUED": "requeued", "NOT_REQUEUEABLE": "not requeueable"}
+
+cancel_jobs = bulk_operator_action(
+    description="Cancel selected jobs",
+    permission="cancel",
+    run=lambda job, actor: operator.cancel(job.job_id, actor=actor),
+    labels=CANCEL_LABELS,
+)
+requeue_jobs = bulk_operator_action(
+    description="Requeue selected jobs",
+    permission="requeue",
+    run=lambda job, actor: operator.requeue(job.job_id, actor=actor),
+    labels=REQUEUE_LABELS,
+)
+
+#: The facts table of the job detail page, in order.
+JOB_FACTS = (
+    "job_id_copy",
+    "wire_name",
+    "queue",
+    "state_badge",
+    "attempt_of",
+    "due_at",
+    "enqueued_at_utc",
+    "lease_owner",
+    "lease_expiry_utc",
+    "cancel_requested",
+    "terminal_at_utc",
+    "terminal_cause",
+    "parents_remaining",
+    "mode",
+    "minted_by",
+    "tag_list",
+    "sequence",
+)
+SENSITIVE_FIELDS = ("payload_view", "output_view")
+
+
+class JobRecordAdmin(ReadOnlyAdmin):
+    """The job list (newest first, never fully counted) and the read-only job detail page."""
+
+    list_display = (
+        "short_id",
+        "wire",
+        "queue_name",
+        "state_badge",
+        "attempt_of",
+        "due_at",
+        "terminal_at_utc",
+        "tag_pills",
+    )
+    list_display_links = None  # the job id column links to the detail page itself
+    # Only the primary key orders the list (newest first, or oldest first): sorting a large table
+    # by any other column would be a full sort on every page load, so no other column has an
+    # ordering (which also makes a hand-written ``?o=`` for them a no-op).
+    sortable_by = ("short_id",)
+    list_filter = (
+        "state",
+        TerminalClassFilter,
+        QueueFilter,
+        WireNameFilter,
+        ScheduleFilter,
+        TagFilter,
+    )
+    ordering = ("-sequence",)  # newest first, along the primary key
+    list_per_page = 50
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False  # no COUNT(*) over the whole table on every page
+    show_facets = admin.ShowFacets.NEVER  # facet counts would scan the table per filter
+    actions = (cancel_jobs, requeue_jobs)
+    search_help_text = "A job id (exact), or part of a wire name or of a tag (or key:value)."
+    search_fields = ("wire_name",)
+    readonly_fields = (*JOB_FACTS, *SENSITIVE_FIELDS, "sensitive_hidden")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CANCEL_PERMISSION)
+
+    def has_requeue_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(REQUEUE_PERMISSION)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobRecord]:
+        # Payload and output load only when the detail page shows them (and the viewer may see them).
+        return super().get_queryset(request).defer("payload", "output").prefetch_related("tags")
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        """A job by its primary key, or by its job id (so a copied job id works in the URL)."""
+        try:
+            job_id = uuid.UUID(object_id)
+        except ValueError:
+            return super().get_object(request, object_id, from_field)
+        return self.get_queryset(request).filter(job_id=job_id).first()
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            return queryset.filter(job_id=uuid.UUID(term)), False
+        except ValueError:
+            pass
+        tags = Q(value__icontains=term)
+        key, colon, value = term.partition(":")
+        if colon and key and value:
+            tags |= Q(key=key, value=value)
+        matches = Q(wire_name__icontains=term) | Q(pk__in=JobTag.objects.filter(tags).values("job_id"))
+        return queryset.filter(matches), False
+
+    def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
+        columns = tuple(super().get_list_display(request))
+        return (*columns, "cause") if _failure_tab(request) is not None else columns
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        active = _failure_tab(request)
+        changelist_url = reverse("admin:backwave_django_jobrecord_changelist")
+        tabs = [
+            {
+                "label": "All jobs",
+                "url": changelist_url,
+                "active": active is None,
+                "testid": "bw-failures-all",
+                "count": None,
+                "blurb": "",
+            }
+        ]
+        for label, state, blurb, testid in FAILURE_TABS:
+            count = JobRecord.objects.filter(state=state)[: FAILURE_COUNT_CAP + 1].count()
+            tabs.append(
+                {
+                    "label": label,
+                    "url": f"{changelist_url}?{urlencode({'state__exact': int(state)})}",
+                    "active": active == state,
+                    "testid": testid,
+                    "count": f"{FAILURE_COUNT_CAP:,}+" if count > FAILURE_COUNT_CAP else f"{count:,}",
+                    "blurb": blurb,
+                }
+            )
+        blurbs = {state: f"{label}: {blurb}." for label, state, blurb, _ in FAILURE_TABS}
+        context = {
+            "bw_tabs": tabs,
+            "bw_active_tab": active,
+            "bw_active_blurb": blurbs.get(active) if active is not None else None,
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
+
+    # --- Columns and facts ---------------------------------------------------------------------
+
+    # List cells link relative to the changelist they are drawn on: no reverse() per row.
+
+    @admin.display(description="job id", ordering="sequence")
+    def short_id(self, job: JobRecord) -> str:
+        url = f"{job.pk}/change/"
+        return format_html(
+            '<a href="{}" title="{}"><code>{}…</code></a> '
+            '<button type="button" class="bw-copy" data-bw-copy="{}" title="Copy the job id" '
+            'aria-label="Copy the job id">{}</button>',
+            url,
+            job.job_id,
+            str(job.job_id)[:8],
+            job.job_id,
+            COPY_ICON,
+        )
+
+    @admin.display(description="job id")
+    def job_id_copy(self, job: JobRecord) -> str:
+        return format_html(
+            '<code id="bw-job-id">{}</code> <button type="button" class="bw-copy" data-bw-copy="{}" '
+            'data-testid="bw-copy-job-id" aria-label="Copy the job id">copy</button>',
+            job.job_id,
+            job.job_id,
+        )
+
+    @admin.display(description="wire name")
+    def wire(self, job: JobRecord) -> str:
+        return job.wire_name
+
+    @admin.display(description="queue")
+    def queue_name(self, job: JobRecord) -> str:
+        return job.queue
+
+    @admin.display(description="state")
+    def state_badge(self, job: JobRecord) -> str:
+        return job_state_badge(job.state)
+
+    @admin.display(description="attempt")
+    def attempt_of(self, job: JobRecord) -> str:
+        definition = registry.get(job.wire_name)
+        ceiling = (definition.retry if definition and definition.retry else get_settings().retry).max_attempts
+        return f"{job.attempt} / {ceiling}"
+
+    @admin.display(description="due time")
+    def due_at(self, job: JobRecord) -> str:
+        return format_instant(job.due_time)
+
+    @admin.display(description="terminal at")
+    def terminal_at_utc(self, job: JobRecord) -> str:
+        return format_instant(job.terminal_at)
+
+    @admin.display(description="enqueued at")
+    def enqueued_at_utc(self, job: JobRecord) -> str:
+        return format_instant(job.enqueued_at)
+
+    @admin.display(description="lease expiry")
+    def lease_expiry_utc(self, job: JobRecord) -> str:
+        return format_instant(job.lease_expiry)
+
+    @admin.display(description="tags")
+    def tag_pills(self, job: JobRecord) -> str:
+        return tag_pills(job.tags.all())
+
+    @admin.display(description="tags")
+    def tag_list(self, job: JobRecord) -> str:
+        return tag_pills(job.tags.all(), reverse("admin:backwave_django_jobrecord_changelist"))
+
+    @admin.display(description="cause")
+    def cause(self, job: JobRecord) -> str:
+        text = job.terminal_cause or "—"
+        short = text if len(text) <= 120 else text[:119] + "…"
+        return format_html('<span class="bw-cause" title="{}">{}</span>', text, short)
+
+    @admin.display(description="minted by")
+    def minted_by(self, job: JobRecord) -> str:
+        if job.schedule_id is None:
+            return "—"
+        pk = (
+            RecurringSchedule.objects.filter(schedule_id=job.schedule_id).values_list("pk", flat=True).first()
+        )
+        if pk is None:
+            return format_html("{} (schedule removed)", job.schedule_id)
+        url = reverse("admin:backwave_django_recurringschedule_change", args=[pk])
+        return format_html('<a href="{}">{}</a>', url, job.schedule_id)
+
+    @admin.display(description="payload")
+    def payload_view(self, job: JobRecord) -> str:
+        return pretty_json(job.payload)
+
+    @admin.display(description="output")
+    def output_view(self, job: JobRecord) -> str:
+        return "—" if job.output is None else pretty_json(job.output)
+
+    @admin.display(description="payload and output")
+    def sensitive_hidden(self, job: JobRecord) -> str:
+        return HIDDEN_TEXT
+
+    # Which fields show is decided per request (ModelAdmin instances are shared between requests
+    # and threads, so no request state is kept on ``self``).
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
+        sensitive = SENSITIVE_FIELDS if can_view_sensitive(request) else ("sensitive_hidden",)
+        return [(None, {"fields": JOB_FACTS}), ("Payload and output", {"fields": sensitive})]
+
+    # --- Detail page: timeline, dependencies, buttons ------------------------------------------
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        # The buttons, timeline and facts all come from ``obj``, the one read Django made for this
+        # page: a second read could see a newer state (a Cancel button beside a Cancelled badge).
+        if obj is not None:
+            context = {**self._detail_context(request, obj), **context}
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def _detail_context(self, request: HttpRequest, job: JobRecord) -> dict[str, Any]:
+        sensitive = can_view_sensitive(request)
+        state = JobState(job.state)
+        return {
+            "bw_job": job,
+            "bw_state_badge": SafeString(job_state_badge(job.state)),
+            "bw_sensitive": sensitive,
+            "bw_hidden_text": HIDDEN_TEXT,
+            "bw_history_off": get_settings().history is HistoryPolicy.OFF,
+            "bw_timeline": _timeline(job, sensitive=sensitive),
+            "bw_parents": _linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
+            "bw_children": _linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
+            "bw_can_cancel": not state.is_terminal and self.has_cancel_permission(request),
+            "bw_can_requeue": state in (JobState.DEAD_LETTERED, JobState.QUARANTINED)
+            and self.has_requeue_permission(request),
+            "bw_cancel_url": reverse("admin:backwave_django_jobrecord_cancel", args=[job.pk]),
+            "bw_requeue_url": reverse("admin:backwave_django_jobrecord_requeue", args=[job.pk]),
+        }
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/cancel/",
+                self.admin_site.admin_view(self.cancel_view),
+                name="backwave_django_jobrecord_cancel",
+            ),
+            path(
+                "<path:object_id>/requeue/",
+                self.admin_site.admin_view(self.requeue_view),
+                name="backwave_django_jobrecord_requeue",
+            ),
+            *super().get_urls(),
+        ]
+
+    @console_button(permission=CANCEL_PERMISSION)
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: cancel one job (the detail page's Cancel button)."""
+        return self._act_on_job(request, object_id, operator.cancel, "Cancel", CANCEL_LABELS)
+
+    @console_button(permission=REQUEUE_PERMISSION)
+    def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: requeue one Dead-Lettered or Quarantined job (the detail page's Requeue button)."""
+        return self._act_on_job(request, object_id, operator.requeue, "Requeue", REQUEUE_LABELS)
+
+    def _act_on_job(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        run: Callable[..., Any],
+        verb: str,
+        labels: dict[str, str],
+    ) -> HttpResponse:
+        """Run one operator call on the job a button names, log it and say what it did."""
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            self.message_user(
+                request, f"No job with id “{object_id}”; nothing was changed.", messages.WARNING
+            )
+            return SeeOther(reverse("admin:backwave_django_jobrecord_changelist"))
+        label = labels[run(job.job_id, actor=request.user.get_username()).name]
+        self.log_change(request, job, f"{verb}: {label}")
+        result_message(self, request, Counter({label: 1}))
+        return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
+
+
+def _failure_tab(request: HttpRequest) -> JobState | None:
+    """The failure tab the job list is showing (``?state__exact=5`` or ``6``), if any."""
+    wanted = request.GET.get("state__exact")
+    for _, state, _, _ in FAILURE_TABS:
+        if wanted == str(int(state)):
+            return state
+    return None
+
+
+def _timeline(job: JobRecord, *, sensitive: bool) -> list[dict[str, Any]]:
+    """The transition log, newest first. Failure detail is read only for a viewer who may see it."""
+    entries = JobTransition.objects.filter(job_id=job.pk).order_by("-ordinal")
+    columns = ["ordinal", "state", "attempt", "actor", "recorded_at", "failed"]
+    if sensitive:
+        columns.append("failure_detail")
+    rows = entries.annotate(
+        failed=ExpressionWrapper(Q(failure_detail__isnull=False), output_field=BooleanField())
+    ).values(*columns)
+    return [
+        {
+            **row,
+            "badge": SafeString(job_state_badge(row["state"])),
+            "when": format_instant(row["recorded_at"]),
+            "detail": row.get("failure_detail"),
+        }
+        for row in rows
+    ]
+
+
+def _linked_jobs(edges: QuerySet[JobDependency], side: str) -> list[dict[str, Any]]:
+    """The jobs on one side (``parent`` or ``child``) of some dependency edges, as link rows."""
+    rows = edges.order_by(f"{side}_id").values_list(
+        f"{side}__sequence", f"{side}__job_id", f"{side}__wire_name", f"{side}__state"
+    )[:DETAIL_ROWS]
+    return [
+        {
+            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
+            "job_id": job_id,
+            "wire_name": wire_name,
+            "badge": SafeString(job_state_badge(state)),
+        }
+        for pk, job_id, wire_name, state in rows
+    ]

@@ -1,0 +1,203 @@
+"""The Queues page: every queue with its status, in-use / limit and depth, and its controls.
+
+A page of its own rather than a changelist, because a queue that only has jobs has no settings
+row to select. Pause, Resume (one queue or the selected ones) and Set limit are operator buttons
+behind ``pause_queuesettings`` that go through :mod:`backwave_django.operator`; see
+``docs/admin.md`` ("Queues").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.safestring import SafeString
+
+from .. import monitor, operator
+from ..models import QueueSettings
+from .console import (
+    BREADCRUMBS_AS_LIST,
+    CLAIMING_TONE,
+    PAUSE_PERMISSION,
+    PAUSED_TONE,
+    ReadOnlyAdmin,
+    SeeOther,
+    console_button,
+    result_message,
+    tone_badge,
+)
+
+#: The largest limit the column holds on every supported database (a 32-bit signed integer).
+MAX_CONCURRENCY_LIMIT = 2**31 - 1
+
+
+class ConcurrencyLimitForm(forms.Form):
+    """A queue's concurrency limit: a whole number ≥ 0 (0 blocks the queue), or empty for none."""
+
+    limit = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_CONCURRENCY_LIMIT,
+        required=False,
+        error_messages={
+            "invalid": "The limit must be a whole number of 0 or more, or empty for no limit.",
+            "min_value": "The limit must be 0 or more (0 blocks the queue); leave it empty for no limit.",
+            "max_value": f"The limit must be at most {MAX_CONCURRENCY_LIMIT:,}; leave it empty for no limit.",
+        },
+    )
+
+
+class QueueSettingsAdmin(ReadOnlyAdmin):
+    """Every queue: those with stored settings and those that only have jobs.
+
+    The list is a page of its own rather than a changelist, because a queue that only has jobs has
+    no row to select; its Pause/Resume/limit controls create the row through the operator (acting
+    on a queue that has no settings row creates it: ``docs/admin.md``, "Queues").
+    """
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(PAUSE_PERMISSION)
+
+    def get_urls(self) -> list[URLPattern]:
+        def view(function: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            return self.admin_site.admin_view(function)
+
+        return [
+            path("bulk/", view(self.bulk_view), name="backwave_django_queuesettings_bulk"),
+            path("<path:queue>/pause/", view(self.pause_view), name="backwave_django_queuesettings_pause"),
+            path("<path:queue>/resume/", view(self.resume_view), name="backwave_django_queuesettings_resume"),
+            path("<path:queue>/limit/", view(self.limit_view), name="backwave_django_queuesettings_limit"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "HEAD"])  # the controls post to their own URLs
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        depths = {depth.queue: depth for depth in monitor.queue_depths()}
+        statuses = monitor.queue_statuses(list(depths.values()))
+        rows = [_queue_row(status, depths.get(status.queue)) for status in statuses]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Queues",
+            "subtitle": None,
+            "bw_breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
+            "rows": rows,
+            "states": [str(state.label) for state in monitor.STATE_ORDER],
+            "can_pause": self.has_pause_permission(request),
+            "bulk_url": reverse("admin:backwave_django_queuesettings_bulk"),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/backwave_django/queuesettings/queue_list.html", context)
+
+    @console_button(permission=PAUSE_PERMISSION)
+    def pause_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """POST: pause one queue."""
+        return self._pause_or_resume(request, [queue], "pause")
+
+    @console_button(permission=PAUSE_PERMISSION)
+    def resume_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """POST: resume one queue (creating its settings row if it had none)."""
+        return self._pause_or_resume(request, [queue], "resume")
+
+    @console_button(permission=PAUSE_PERMISSION)
+    def bulk_view(self, request: HttpRequest) -> HttpResponse:
+        """POST ``action=pause|resume`` with one ``queue`` value per selected queue."""
+        return self._pause_or_resume(request, request.POST.getlist("queue"), request.POST.get("action", ""))
+
+    def _pause_or_resume(self, request: HttpRequest, queues: list[str], action: str) -> HttpResponse:
+        """Pause or resume each named queue, log each and count them in one message."""
+        back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
+        if action not in ("pause", "resume"):
+            self.message_user(request, "Choose Pause or Resume; nothing was changed.", messages.WARNING)
+            return back
+        queues = [queue for queue in dict.fromkeys(queues) if queue]
+        if not queues:
+            self.message_user(request, "No queues were selected; nothing was changed.", messages.WARNING)
+            return back
+        run, label = (
+            (operator.pause_queue, "paused") if action == "pause" else (operator.resume_queue, "resumed")
+        )
+        actor = request.user.get_username()
+        for queue in queues:
+            try:
+                run(queue, actor=actor)
+            except (TypeError, ValueError) as exc:
+                self.message_user(
+                    request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR
+                )
+                return back
+            self._log_queue_change(request, queue, f"{action.capitalize()} queue")
+        result_message(self, request, Counter({label: len(queues)}))
+        return back
+
+    @console_button(permission=PAUSE_PERMISSION)
+    def limit_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """POST ``limit=<n>`` (n ≥ 0) or an empty ``limit`` to clear it."""
+        back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
+        if "limit" not in request.POST:
+            # Only an empty field clears the limit: a POST without the field is malformed, not a clear.
+            self.message_user(
+                request, f"Queue “{queue[:40]}”: no limit was sent; nothing was changed.", messages.ERROR
+            )
+            return back
+        form = ConcurrencyLimitForm(request.POST)
+        if not form.is_valid():
+            error = " ".join(str(message) for message in form.errors.get("limit", ["Invalid limit."]))
+            self.message_user(request, f"Queue “{queue}”: {error} Nothing was changed.", messages.ERROR)
+            return back
+        limit = form.cleaned_data["limit"]
+        try:
+            operator.set_concurrency_limit(queue, limit, actor=request.user.get_username())
+        except (TypeError, ValueError) as exc:
+            self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
+            return back
+        described = "no limit" if limit is None else f"a limit of {limit}"
+        self._log_queue_change(request, queue, f"Set concurrency limit: {described}")
+        self.message_user(request, f"Queue “{queue}” now has {described}.", messages.INFO)
+        return back
+
+    def _log_queue_change(self, request: HttpRequest, queue: str, message: str) -> None:
+        """A ``LogEntry`` on the queue's settings row, for its History page."""
+        row = QueueSettings.objects.filter(queue=queue).first()
+        if row is not None:  # the operator call creates the row; absent only if removed meanwhile
+            self.log_change(request, row, message)
+
+
+def _queue_row(status: monitor.QueueStatus, depth: monitor.QueueDepth | None) -> dict[str, Any]:
+    """One row of the Queues page: status, in-use / limit, depth by state, and the control URLs."""
+    jobs_url = reverse("admin:backwave_django_jobrecord_changelist")
+    counts = depth.counts if depth is not None else (0,) * len(monitor.STATE_ORDER)
+    limit = "∞" if status.concurrency_limit is None else str(status.concurrency_limit)
+    badge = tone_badge("Paused", PAUSED_TONE) if status.paused else tone_badge("Claiming", CLAIMING_TONE)
+    return {
+        "queue": status.queue,
+        "paused": status.paused,
+        "badge": SafeString(badge),
+        "limit": status.concurrency_limit,
+        "in_use": f"{status.leased} / {limit}",
+        "at_limit": status.at_limit,
+        "depths": [
+            {
+                "label": str(state.label),
+                "count": count,
+                "url": f"{jobs_url}?{urlencode({'queue': status.queue, 'state__exact': int(state)})}",
+            }
+            for state, count in zip(monitor.STATE_ORDER, counts, strict=True)
+        ],
+        "total": sum(counts),
+        "jobs_url": f"{jobs_url}?{urlencode({'queue': status.queue})}",
+        "pause_url": reverse("admin:backwave_django_queuesettings_pause", args=[status.queue]),
+        "resume_url": reverse("admin:backwave_django_queuesettings_resume", args=[status.queue]),
+        "limit_url": reverse("admin:backwave_django_queuesettings_limit", args=[status.queue]),
+    }

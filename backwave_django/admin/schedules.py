@@ -1,0 +1,339 @@
+"""The Recurring schedules pages: the list, the detail page with Trigger now, create, edit, delete.
+
+Schedule rows are written only through :mod:`backwave_django.operator`: saving the form calls
+``operator.save_schedule`` and deleting (one schedule, or the selected ones) calls
+``operator.remove_schedule``, with the acting user as the actor, so every schedule saved or
+removed here leaves one ``OperatorAudit`` row. The form validates a definition exactly as the
+store would, with the store's own read-only ``resolve_schedule``; see ``docs/admin.md``
+("Recurring schedules").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.db.models import Exists, OuterRef, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from .. import operator, registry
+from ..conf import get_settings
+from ..core import planner
+from ..core.cron_gloss import describe as describe_cron
+from ..core.outcomes import ScheduleSpec
+from ..core.states import CatchUp, JobState
+from ..models import JobRecord, RecurringSchedule
+from ..store import resolve_schedule
+from .console import (
+    DETAIL_ROWS,
+    STATE_TONES,
+    TRIGGER_PERMISSION,
+    ConsoleAdmin,
+    SeeOther,
+    bulk_operator_action,
+    console_button,
+    format_instant,
+    job_state_badge,
+    result_message,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+
+TRIGGER_LABELS = {"TRIGGERED": "triggered", "SCHEDULE_NOT_FOUND": "not found"}
+#: The states of an instance that is still live (the "live instance" column).
+LIVE_STATES = [state for state in JobState if not state.is_terminal]
+
+
+class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Create or redefine a schedule, validated exactly as ``store.upsert_schedule`` validates it.
+
+    Cron and zone go through ``store.resolve_schedule`` (the function the upsert calls); the wire
+    name and payload through ``registry.route`` (what a worker does with each instance), so a
+    schedule whose every instance would be Quarantined is refused with the cause. Nothing is saved
+    by the form: :meth:`RecurringScheduleAdmin.save_model` hands :attr:`spec` to
+    ``operator.save_schedule``.
+    """
+
+    spec: ScheduleSpec | None = None
+
+    class Meta:
+        model = RecurringSchedule
+        fields = (
+            "schedule_id",
+            "cron",
+            "wire_name",
+            "payload",
+            "queue",
+            "time_zone",
+            "catch_up",
+            "no_overlap",
+        )
+        help_texts = {
+            "cron": "5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, "
+            "e.g. “0 2 * * *” for daily at 02:00. Lists, ranges and steps; no names or macros.",
+            "time_zone": "An IANA name such as Europe/Berlin; empty means UTC.",
+            "payload": 'The call\'s arguments: {"args": [...], "kwargs": {...}}.',
+            "no_overlap": "Mint nothing while an instance of this schedule is still live.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "payload" in self.fields and self.instance.pk is None:
+            self.fields["payload"].initial = {"args": [], "kwargs": {}}
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        cron, zone = data.get("cron"), data.get("time_zone") or None
+        if cron:
+            try:
+                resolve_schedule(cron, None)
+            except ValueError as exc:
+                self.add_error("cron", str(exc))
+            else:
+                if zone is not None:
+                    try:
+                        resolve_schedule(cron, zone)
+                    except ValueError as exc:
+                        self.add_error("time_zone", str(exc))
+        wire_name = data.get("wire_name")
+        limit = get_settings().max_wire_name_length
+        if wire_name and len(wire_name) > limit:
+            self.add_error(
+                "wire_name",
+                f"The wire name is {len(wire_name):,} characters; MAX_WIRE_NAME_LENGTH is {limit:,}.",
+            )
+        elif wire_name and registry.get(wire_name) is None:
+            self.add_error(
+                "wire_name",
+                f"No job is registered with wire name “{wire_name}”: every instance would be Quarantined. "
+                "Declare it with @job(...) in an app's jobs.py, or fix the name.",
+            )
+        elif wire_name and "payload" in data:
+            routed = registry.route(wire_name, data["payload"])
+            if isinstance(routed, registry.NotRoutable):
+                self.add_error("payload", f"Every instance would be Quarantined: {routed.reason}.")
+        if not self.errors:
+            self._build_spec(data, zone)
+        return data
+
+    def _build_spec(self, data: dict[str, Any], zone: str | None) -> None:
+        try:
+            self.spec = ScheduleSpec(
+                schedule_id=self.instance.schedule_id if self.instance.pk else data["schedule_id"],
+                cron=data["cron"],
+                wire_name=data["wire_name"],
+                payload=data["payload"],
+                queue=data["queue"],
+                time_zone=zone,
+                catch_up=CatchUp(data["catch_up"]),
+                no_overlap=bool(data["no_overlap"]),
+            )
+        except (TypeError, ValueError) as exc:
+            self.add_error(None, str(exc))
+
+
+trigger_schedules = bulk_operator_action(
+    description="Trigger selected schedules now",
+    permission="trigger",
+    run=lambda schedule, actor: operator.trigger_schedule(schedule.schedule_id, actor=actor),
+    labels=TRIGGER_LABELS,
+)
+
+SCHEDULE_STATUS = (
+    "cron_gloss",
+    "next_due",
+    "live_instance",
+    "cursor_utc",
+    "skipped_count",
+    "error",
+)
+
+
+class RecurringScheduleAdmin(ConsoleAdmin):
+    """Schedules are created, redefined and deleted here, but written only through the operator.
+
+    A schedule declared in ``settings.BACKWAVE["SCHEDULES"]`` is read-only here: a worker start
+    re-applies the settings, so an edit would not stick.
+    """
+
+    form = RecurringScheduleForm
+    list_display = (
+        "schedule_id",
+        "cron_gloss",
+        "wire_name",
+        "queue",
+        "zone",
+        "catch_up",
+        "no_overlap",
+        "next_due",
+        "live_instance",
+        "skipped_count",
+        "error",
+    )
+    ordering = ("schedule_id",)
+    search_fields = ("schedule_id", "wire_name")
+    actions = (trigger_schedules,)
+
+    def has_trigger_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(TRIGGER_PERMISSION)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        declared = obj is not None and obj.declared_in_settings
+        return not declared and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        declared = obj is not None and obj.declared_in_settings
+        return not declared and super().has_delete_permission(request, obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RecurringSchedule]:
+        live = JobRecord.objects.filter(schedule_id=OuterRef("schedule_id"), state__in=LIVE_STATES)
+        schedules: QuerySet[RecurringSchedule] = super().get_queryset(request)
+        return schedules.annotate(has_live_instance=Exists(live))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return () if obj is None else ("schedule_id", *SCHEDULE_STATUS)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
+        fields = RecurringScheduleForm.Meta.fields
+        if obj is None:
+            return [(None, {"fields": fields})]
+        return [("Definition", {"fields": fields}), ("Status", {"fields": SCHEDULE_STATUS})]
+
+    def save_model(self, request: HttpRequest, obj: RecurringSchedule, form: Any, change: bool) -> None:
+        """Hand the validated definition to the operator (which audits it; the store writes the row)."""
+        spec = form.spec
+        assert spec is not None, "save_model runs only after the form validated"
+        operator.save_schedule(spec, actor=request.user.get_username())
+        obj.pk = RecurringSchedule.objects.values_list("pk", flat=True).get(schedule_id=spec.schedule_id)
+
+    def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:
+        """The delete page: remove the schedule through the operator (minted instances stay)."""
+        operator.remove_schedule(obj.schedule_id, actor=request.user.get_username())
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RecurringSchedule]) -> None:
+        """The "delete selected" action: one operator removal (and audit row) per schedule."""
+        actor = request.user.get_username()
+        for schedule_id in queryset.values_list("schedule_id", flat=True):
+            operator.remove_schedule(schedule_id, actor=actor)
+
+    # --- Columns -------------------------------------------------------------------------------
+
+    @admin.display(description="cron", ordering="cron")
+    def cron_gloss(self, row: RecurringSchedule) -> str:
+        gloss = describe_cron(row.cron)
+        if gloss == row.cron:
+            return format_html("<code>{}</code>", row.cron)
+        return format_html('{}<br><code class="bw-raw-cron">{}</code>', gloss, row.cron)
+
+    @admin.display(description="zone", ordering="time_zone")
+    def zone(self, row: RecurringSchedule) -> str:
+        return row.time_zone or "UTC"
+
+    @admin.display(description="next due")
+    def next_due(self, row: RecurringSchedule) -> str:
+        try:
+            return format_instant(planner.resolve(row.cron, row.time_zone)(row.cursor))
+        except ValueError:
+            return "—"
+
+    @admin.display(description="live instance", boolean=True)
+    def live_instance(self, row: RecurringSchedule) -> bool:
+        live = getattr(row, "has_live_instance", None)
+        if live is None:
+            live = JobRecord.objects.filter(schedule_id=row.schedule_id, state__in=LIVE_STATES).exists()
+        return bool(live)
+
+    @admin.display(description="cursor")
+    def cursor_utc(self, row: RecurringSchedule) -> str:
+        return format_instant(row.cursor)
+
+    @admin.display(description="skipped ticks")
+    def skipped_count(self, row: RecurringSchedule) -> int:
+        return len(row.skipped_ticks or [])
+
+    @admin.display(description="error")
+    def error(self, row: RecurringSchedule) -> str:
+        problem = planner.schedule_error(row.cron, row.time_zone)
+        if problem is None:
+            return "—"
+        return format_html(
+            '<span class="bw-error" style="color:{}">{}</span>', STATE_TONES[JobState.QUARANTINED], problem
+        )
+
+    # --- Detail page and the Trigger-now button --------------------------------------------------
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        visible = self.has_view_or_change_permission(request)
+        schedule = self.get_object(request, unquote(object_id)) if visible else None
+        context = dict(extra_context or {})
+        if schedule is not None:
+            jobs_url = reverse("admin:backwave_django_jobrecord_changelist")
+            context.update(
+                bw_schedule=schedule,
+                bw_error=planner.schedule_error(schedule.cron, schedule.time_zone),
+                bw_instances=_minted_instances(schedule.schedule_id),
+                bw_all_instances_url=f"{jobs_url}?{urlencode({'schedule_id': schedule.schedule_id})}",
+                bw_skipped_ticks=list(reversed(schedule.skipped_ticks or [])),
+                bw_can_trigger=self.has_trigger_permission(request),
+                bw_trigger_url=reverse("admin:backwave_django_recurringschedule_trigger", args=[schedule.pk]),
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/trigger/",
+                self.admin_site.admin_view(self.trigger_view),
+                name="backwave_django_recurringschedule_trigger",
+            ),
+            *super().get_urls(),
+        ]
+
+    @console_button(permission=TRIGGER_PERMISSION)
+    def trigger_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: mint one instance of the schedule now."""
+        schedule = self.get_object(request, unquote(object_id))
+        if schedule is None:
+            self.message_user(
+                request, f"No schedule with id “{object_id}”; nothing was triggered.", messages.WARNING
+            )
+            return SeeOther(reverse("admin:backwave_django_recurringschedule_changelist"))
+        result = operator.trigger_schedule(schedule.schedule_id, actor=request.user.get_username())
+        label = TRIGGER_LABELS[result.name]
+        self.log_change(request, schedule, f"Trigger now: {label}")
+        result_message(self, request, Counter({label: 1}))
+        return SeeOther(reverse("admin:backwave_django_recurringschedule_change", args=[schedule.pk]))
+
+
+def _minted_instances(schedule_id: str) -> list[dict[str, Any]]:
+    """The newest minted instances of a schedule, for its detail page."""
+    rows = (
+        JobRecord.objects.filter(schedule_id=schedule_id)
+        .order_by("-sequence")
+        .values_list("sequence", "job_id", "state", "attempt", "due_time", "terminal_at")[:DETAIL_ROWS]
+    )
+    return [
+        {
+            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
+            "job_id": job_id,
+            "badge": SafeString(job_state_badge(state)),
+            "attempt": attempt,
+            "due": format_instant(due),
+            "terminal": format_instant(terminal),
+        }
+        for pk, job_id, state, attempt, due, terminal in rows
+    ]
