@@ -664,8 +664,8 @@ def test_object_urls_with_malformed_or_unknown_ids_answer_without_a_server_error
     superuser_client: Any, world: World, object_id: str
 ) -> None:
     """Job, schedule, worker and audit ids that do not exist change nothing. Queue routes take a
-    queue *name*, and any name is a queue (pausing an unknown queue creates its settings, SPEC
-    §10), so there only the absence of a server error is asserted."""
+    queue *name*, and any name is a queue (pausing an unknown queue creates its settings, see
+    docs/errors.md), so there only the absence of a server error is asserted."""
     routes = _object_routes()
     assert any("jobrecord/{}/" in route for route, _ in routes)  # the discovery found something
     for route, parameter in routes:

@@ -18,8 +18,8 @@ The rules, per schedule, on each pass:
 
 Because of the per-pass cap, a long outage on a frequent cron is worked off in batches of 32, and
 under ``COALESCE`` without ``no_overlap`` each batch mints its own make-up run: "exactly one
-make-up" holds only for outages of at most 32 ticks. The reference behaves the same way; this is
-kept on purpose so the two agree tick for tick.
+make-up" holds only for outages of at most 32 ticks. This is kept on purpose: the cap bounds the
+work of one pass, and docs/schedules.md ("Minting, catch-up and overlap") states the behaviour.
 """
 
 from __future__ import annotations

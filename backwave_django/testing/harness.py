@@ -44,7 +44,8 @@ from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_sc
 from .assertions import JobAssertions, definition_of, listing
 from .snapshots import JobSnapshot, ScheduleSnapshot, read_jobs, read_schedules
 
-#: Where virtual time starts unless told otherwise (the reference harness's epoch).
+#: Where virtual time starts unless told otherwise: a fixed instant, so that a test sees the same
+#: dates on every run, and midnight UTC on 1 January, months away from any daylight-saving change.
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 #: The worker id the harness claims as; it appears as the actor of claims and outcomes.
 WORKER_ID = "test-node"

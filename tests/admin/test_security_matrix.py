@@ -7,7 +7,8 @@
   login page; nobody sees rows of a model they may not view; payload, output and failure detail
   need ``view_sensitive_jobrecord``.
 - **Actions**: every state-changing POST (bulk actions and per-object buttons) changes nothing
-  without its SPEC §7 permission, and acts with it.
+  without its permission (the table in SECURITY.md, "Who can do what in the admin"), and acts
+  with it.
 - **CSRF**: every POST without a token is refused with 403 and changes nothing.
 - **Escaping**: markup in every user-controlled value is shown escaped on every page.
 - **No code from data**: payloads are JSON data only; the package never unpickles or evaluates.
@@ -307,7 +308,7 @@ def test_each_view_permission_shows_its_own_rows(
 
 @dataclass(frozen=True)
 class Post:
-    """A POST that acts on the world when allowed; ``needs`` is its SPEC §7 permission."""
+    """A POST that acts on the world when allowed; ``needs`` is the permission that gates it (SECURITY.md)."""
 
     id: str
     needs: str

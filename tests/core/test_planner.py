@@ -148,8 +148,8 @@ def test_coalesce_with_nothing_missed_is_like_skip():
 
 
 def test_coalesce_gives_one_make_up_per_32_tick_batch():
-    # A known divergence kept on purpose (reference §e.5): a 100-minute outage is worked off in
-    # batches of 32 resolved ticks, and every batch brings its own make-up run.
+    # Kept on purpose (docs/schedules.md, "Minting, catch-up and overlap"): a 100-minute outage is
+    # worked off in batches of 32 resolved ticks, and every batch brings its own make-up run.
     now = T0 + 100 * MINUTE
     first = plan(snapshot(catch_up=CatchUp.COALESCE), now)
     assert first is not None

@@ -142,7 +142,7 @@ def test_on_success_child_of_a_failed_parent_is_inserted_cancelled():
     assert record.terminal_cause == "parent-failure:DeadLettered"
     assert record.terminal_at == T0 + timedelta(seconds=7)
     assert history(child) == [(0, "CANCELLED", 0, "enqueue")]
-    # Reference behaviour: edges to the still-live parents are written even so; resolution skips them.
+    # Edges to the still-live parents are written even so; resolution skips them (docs/store.md).
     assert JobDependency.objects.filter(child__job_id=child).count() == 1
     lease(queue="other")
     report(live)

@@ -25,7 +25,8 @@ LIVE = frozenset({SCHEDULED, AWAITING_PARENT, LEASED})
 STATE_NAMES = ("Scheduled", "AwaitingParent", "Leased", "Succeeded", "Cancelled", "DeadLettered", "Quarantined")
 ON_SUCCESS, ON_ANY_TERMINAL = 0, 1
 
-#: The legal initial states and the 11 legal edges of SPEC §2 (heartbeats write no entry).
+#: The legal initial states and the 11 legal edges of the state machine (docs/store.md, "Legal
+#: transitions"; heartbeats write no entry).
 LEGAL_INITIAL = frozenset({SCHEDULED, AWAITING_PARENT, CANCELLED})
 LEGAL_EDGES = frozenset(
     {
