@@ -15,7 +15,7 @@ if TYPE_CHECKING:
         PreparedJob as PreparedJob,
         enqueue_many as enqueue_many,
     )
-    from .context import JobCancelled as JobCancelled, JobContext as JobContext
+    from .context import JobCancelled as JobCancelled, JobContext as JobContext, current_job as current_job
     from .core.outcomes import (
         Cancelled as Cancelled,
         ClaimedJob as ClaimedJob,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         NewJob as NewJob,
         OutcomeReport as OutcomeReport,
         ScheduleSpec as ScheduleSpec,
+        Snoozed as Snoozed,
         Success as Success,
         Unroutable as Unroutable,
     )
@@ -37,10 +38,17 @@ if TYPE_CHECKING:
         JobState as JobState,
         OutcomeResult as OutcomeResult,
         RequeueResult as RequeueResult,
+        RetryNowResult as RetryNowResult,
         TerminalStateClass as TerminalStateClass,
         TriggerScheduleResult as TriggerScheduleResult,
     )
-    from .exceptions import EnqueueError as EnqueueError, OutputTooLarge as OutputTooLarge
+    from .exceptions import (
+        Discard as Discard,
+        EnqueueError as EnqueueError,
+        JobTimeout as JobTimeout,
+        OutputTooLarge as OutputTooLarge,
+        Snooze as Snooze,
+    )
     from .registry import JobDefinition as JobDefinition, job as job
 
 _EXPORTS: dict[str, str] = {
@@ -54,6 +62,7 @@ _EXPORTS: dict[str, str] = {
             "EnqueueResult",
             "CancelResult",
             "RequeueResult",
+            "RetryNowResult",
             "OutcomeResult",
             "TriggerScheduleResult",
         ],
@@ -65,6 +74,7 @@ _EXPORTS: dict[str, str] = {
             "OutcomeReport",
             "Success",
             "Failure",
+            "Snoozed",
             "Cancelled",
             "Unroutable",
             "ClaimedJob",
@@ -74,12 +84,14 @@ _EXPORTS: dict[str, str] = {
         "backwave_django.core.outcomes",
     ),
     "RetryPolicy": "backwave_django.core.retry",
-    "EnqueueError": "backwave_django.exceptions",
-    "OutputTooLarge": "backwave_django.exceptions",
+    **dict.fromkeys(
+        ["EnqueueError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"], "backwave_django.exceptions"
+    ),
     "job": "backwave_django.registry",
     "JobDefinition": "backwave_django.registry",
     "JobContext": "backwave_django.context",
     "JobCancelled": "backwave_django.context",
+    "current_job": "backwave_django.context",
     "PreparedJob": "backwave_django.client",
     "EnqueueReceipt": "backwave_django.client",
     "enqueue_many": "backwave_django.client",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
 
+
 @dataclass(frozen=True, slots=True)
 class EnqueueReceipt:
     """What an enqueue did: the job's id, and ``OK`` or ``DUPLICATE`` (the existing job was kept)."""
@@ -49,6 +50,9 @@ class PreparedJob:
     parents: tuple[uuid.UUID, ...]
     mode: DependencyMode
     tags: tuple[Tag, ...]
+    max_attempts: int | None = None
+    backoff: tuple[float, ...] | None = None
+    timeout: float | None = None
 
     def new_job(self, now: datetime) -> NewJob:
         run_after = self.run_after
@@ -67,6 +71,9 @@ class PreparedJob:
             parents=self.parents,
             mode=self.mode,
             tags=(*self.definition.tags, *self.tags),
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            timeout=self.timeout,
         )
 
 
@@ -81,6 +88,9 @@ class JobOptions(Generic[P, R]):
     mode: DependencyMode
     tags: tuple[Tag, ...]
     job_id: uuid.UUID | str | None
+    max_attempts: int | None = None
+    backoff: tuple[float, ...] | None = None
+    timeout: float | None = None
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """Encode the call and validate the options, without touching the database."""
@@ -100,6 +110,7 @@ class JobOptions(Generic[P, R]):
             job_id = self.job_id
         else:
             raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
+        declared_attempts, declared_backoff, declared_timeout = definition.stored_policy()
         prepared = PreparedJob(
             definition=definition,
             job_id=job_id,
@@ -109,6 +120,9 @@ class JobOptions(Generic[P, R]):
             parents=self.parents,
             mode=DependencyMode(self.mode),
             tags=self.tags,
+            max_attempts=declared_attempts if self.max_attempts is None else self.max_attempts,
+            backoff=declared_backoff if self.backoff is None else self.backoff,
+            timeout=declared_timeout if self.timeout is None else self.timeout,
         )
         # Validate the options now (not at enqueue), without encoding the payload twice.
         validate_queue_name(prepared.queue)

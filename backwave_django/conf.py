@@ -45,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": timedelta(seconds=1),
     "MAINTENANCE_INTERVAL": timedelta(seconds=5),
     "CONCURRENCY": 20,
+    "JOB_TIMEOUT": None,  # None: handlers run without a time limit unless their job sets one
+    "TIMEOUT_GRACE": timedelta(seconds=10),  # after a timeout, how long a sync handler has to stop
     "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
     "RETENTION": {
         "SUCCEEDED_OR_CANCELLED": timedelta(hours=24),
@@ -88,6 +90,8 @@ class BackWaveSettings:
     poll_interval: timedelta
     maintenance_interval: timedelta
     concurrency: int
+    job_timeout: timedelta | None
+    timeout_grace: timedelta
     retry: RetryPolicy
     retention_succeeded_or_cancelled: timedelta | None
     retention_dead_lettered_or_quarantined: timedelta | None
@@ -260,6 +264,10 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         heartbeat_interval=heartbeat,
         poll_interval=_duration(merged["POLL_INTERVAL"], "POLL_INTERVAL", errors),
         maintenance_interval=_duration(merged["MAINTENANCE_INTERVAL"], "MAINTENANCE_INTERVAL", errors),
+        job_timeout=None
+        if merged["JOB_TIMEOUT"] is None
+        else _duration(merged["JOB_TIMEOUT"], "JOB_TIMEOUT", errors),
+        timeout_grace=_duration(merged["TIMEOUT_GRACE"], "TIMEOUT_GRACE", errors, allow_zero=True),
         retry=retry,
         retention_succeeded_or_cancelled=retention["SUCCEEDED_OR_CANCELLED"],
         retention_dead_lettered_or_quarantined=retention["DEAD_LETTERED_OR_QUARANTINED"],

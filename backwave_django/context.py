@@ -1,11 +1,17 @@
-"""What a running handler sees of its own job: identity, the cancel flag, tags, ancestors' output."""
+"""What a running handler sees of its own job: identity, the cancel flag, tags, progress,
+ancestors' output; and :func:`current_job`, which finds it from anywhere inside the handler."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC
 from typing import Any
 
+from . import clock
 from .core.ids import uuid7
 from .core.tags import Tag, TagPair, normalize_tag, tag_from_pair
 
@@ -29,6 +35,10 @@ class JobContext:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._added: list[TagPair] = []
+        self._progress: dict[str, Any] | None = None
+        self._progress_unsaved = False
+        #: Told (without arguments) whenever progress changes; the worker uses it to schedule a write.
+        self.on_progress: Callable[[], None] | None = None
 
     @classmethod
     def detached(cls, wire_name: str) -> JobContext:
@@ -68,6 +78,45 @@ class JobContext:
         with self._lock:
             return tuple(tag_from_pair(p) for p in self._added)
 
+    def set_progress(self, done: float, total: float | None = None, note: str = "") -> None:
+        """Record how far this attempt has got, e.g. ``ctx.set_progress(40, 200, "rows")``.
+
+        Never blocks: the worker writes the latest value at most once a second per job (and the
+        last one with the outcome); it is dropped if the lease is lost. It stays on the job after
+        the attempt ends, and the admin shows it.
+        """
+        for name, value in (("done", done), ("total", total)):
+            if value is None and name == "total":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
+                raise ValueError(f"set_progress: {name} must be a number >= 0, got {value!r}")
+        if not isinstance(note, str):
+            raise TypeError(f"set_progress: note must be a str, got {type(note).__name__}")
+        if len(note) > MAX_PROGRESS_NOTE_LENGTH:
+            raise ValueError(
+                f"set_progress: note is at most {MAX_PROGRESS_NOTE_LENGTH} characters, got {len(note)}"
+            )
+        at = clock.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+        with self._lock:
+            self._progress = {"done": done, "total": total, "note": note, "at": at}
+            self._progress_unsaved = True
+        if self.on_progress is not None:
+            self.on_progress()
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The last progress this attempt recorded (``{"done", "total", "note", "at"}``), or None."""
+        with self._lock:
+            return None if self._progress is None else dict(self._progress)
+
+    def take_unsaved_progress(self) -> dict[str, Any] | None:
+        """The last progress if it changed since the previous call (for the worker's writes)."""
+        with self._lock:
+            if not self._progress_unsaved:
+                return None
+            self._progress_unsaved = False
+            return dict(self._progress) if self._progress is not None else None
+
     def parent_output(self, job_id: uuid.UUID) -> Any:
         """The stored output of another job (typically a parent), or None when it has none."""
         from . import store
@@ -76,3 +125,27 @@ class JobContext:
 
     def __repr__(self) -> str:
         return f"<JobContext {self.wire_name} {self.job_id} attempt {self.attempt}>"
+
+
+#: The longest ``note`` :meth:`JobContext.set_progress` accepts.
+MAX_PROGRESS_NOTE_LENGTH = 500
+
+_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
+    "backwave_current_job", default=None
+)
+
+
+def current_job() -> JobContext | None:
+    """The running attempt's :class:`JobContext`, from anywhere inside a handler (sync or
+    ``async def``, with or without ``takes_context``); None outside a job."""
+    return _current.get()
+
+
+@contextmanager
+def running_as(context: JobContext) -> Iterator[None]:
+    """Make ``context`` what :func:`current_job` returns while the block runs (worker and harness)."""
+    token = _current.set(context)
+    try:
+        yield
+    finally:
+        _current.reset(token)

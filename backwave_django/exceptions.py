@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from .core.states import EnqueueResult
 
@@ -26,3 +27,52 @@ class OutputTooLarge(ValueError):
         self.job_id = job_id
         self.actual_bytes = actual_bytes
         self.max_output_bytes = max_output_bytes
+
+
+# --- What a handler raises to decide its own outcome ------------------------------------------------
+
+
+class Snooze(Exception):
+    """Raise from a handler to run the job again after ``delay``, without spending an attempt.
+
+    The attempt ends Scheduled at ``now + delay``; it does not count toward ``max_attempts`` and
+    records no failure detail. ``delay`` is a ``timedelta`` or seconds (>= 0).
+    """
+
+    def __init__(self, delay: timedelta | float | int) -> None:
+        if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
+            raise TypeError(f"Snooze delay must be a timedelta or seconds, got {delay!r}")
+        interval = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+        if interval < timedelta(0):
+            raise ValueError(f"Snooze delay must not be negative, got {delay!r}")
+        super().__init__(f"snoozed for {interval.total_seconds():g}s")
+        self.delay = interval
+
+
+class Discard(Exception):
+    """Raise from a handler to dead-letter the job at once, whatever attempts remain.
+
+    ``reason`` becomes the job's ``terminal_cause``; the failure detail is recorded as for any
+    failure. Use it for errors that no retry can fix (a deleted record, a refused card).
+    """
+
+    def __init__(self, reason: str) -> None:
+        if not isinstance(reason, str) or not reason:
+            raise ValueError(f"Discard needs a non-empty reason, got {reason!r}")
+        super().__init__(reason)
+        self.reason = reason
+
+
+class JobTimeout(BaseException):
+    """What a handler sees when it runs past its ``timeout``.
+
+    A ``BaseException``, so that ``except Exception`` in the handler does not swallow it. The
+    attempt is recorded as a failure (retried by the job's policy) whose detail starts with
+    ``backwave_django.JobTimeout: timed out after {seconds}s``.
+    """
+
+
+# Public under the package's own name, so recorded failure details read ``backwave_django.JobTimeout``.
+for _public in (EnqueueError, OutputTooLarge, Snooze, Discard, JobTimeout):
+    _public.__module__ = "backwave_django"
+del _public

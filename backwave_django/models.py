@@ -41,6 +41,15 @@ class JobRecord(models.Model):
     enqueued_at = models.DateTimeField()
     #: Ordinal the next transition-log entry gets; keeps climbing when old entries age out.
     next_ordinal = models.PositiveIntegerField(default=0)
+    #: The job's own retry ceiling, resolved at enqueue (null on rows older than the column: the
+    #: settings' RETRY). Raised by one when an attempt is given back (a snooze, a graceful release).
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    #: The job's backoff in seconds (the last entry repeats); null: the settings' RETRY backoff.
+    backoff = models.JSONField(null=True, blank=True)
+    #: Seconds a handler may run before it is stopped; null: no limit.
+    timeout = models.FloatField(null=True, blank=True)
+    #: The last progress a handler recorded: ``{"done", "total", "note", "at"}``.
+    progress = models.JSONField(null=True, blank=True)
 
     class Meta:
         verbose_name = "job"
@@ -226,6 +235,10 @@ class RecurringSchedule(models.Model):
     skipped_ticks = models.JSONField(default=list, blank=True)
     #: Declared in BACKWAVE["SCHEDULES"]: workers remove it once it is no longer declared there.
     declared_in_settings = models.BooleanField(default=False)
+    #: The policy every minted instance is stored with (null: the settings' at each mint).
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    backoff = models.JSONField(null=True, blank=True)
+    timeout = models.FloatField(null=True, blank=True)
 
     class Meta:
         verbose_name = "recurring schedule"

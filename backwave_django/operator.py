@@ -11,7 +11,7 @@ import uuid
 
 from . import clock, store
 from .core.outcomes import ScheduleSpec
-from .core.states import CancelResult, RequeueResult, TriggerScheduleResult
+from .core.states import CancelResult, RequeueResult, RetryNowResult, TriggerScheduleResult
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -22,6 +22,11 @@ def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
 def requeue(job_id: uuid.UUID, *, actor: str) -> RequeueResult:
     """Run a Dead-Lettered or Quarantined job again from attempt 0."""
     return store.requeue(job_id, actor=actor, now=clock.now())
+
+
+def retry_now(job_id: uuid.UUID, *, actor: str) -> RetryNowResult:
+    """Run a job waiting for its next retry (Scheduled, attempt >= 1) now instead of at its due time."""
+    return store.retry_now(job_id, actor=actor, now=clock.now())
 
 
 def pause_queue(queue: str, *, actor: str) -> None:

@@ -20,10 +20,17 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .core.callables import P, R
 from .core.encoding import json_bytes
-from .core.retry import Backoff, RetryPolicy
+from .core.retry import (
+    DEFAULT_MAX_ATTEMPTS,
+    Backoff,
+    RetryPolicy,
+    job_retry_policy,
+    require_backoff_list,
+    require_max_attempts,
+)
 from .core.states import DependencyMode
 from .core.tags import Tag, normalize_tags, tag_from_pair
-from .core.validation import validate_queue_name
+from .core.validation import require_timeout, validate_queue_name
 
 if TYPE_CHECKING:
     import uuid
@@ -76,6 +83,13 @@ class JobDefinition(Generic[P, R]):
     tags: tuple[Tag, ...]
     takes_context: bool
     hooks: ExecutionHooks | None = None
+    #: Seconds a handler may run (None: the settings' ``JOB_TIMEOUT``), stored with each job.
+    timeout: float | None = None
+    #: Exceptions that retry (None: every exception not in ``discard_on``) and that dead-letter at once.
+    retry_on: tuple[type[BaseException], ...] | None = None
+    discard_on: tuple[type[BaseException], ...] = ()
+    #: The ceiling as declared (None: the settings' ``RETRY``, resolved at enqueue).
+    max_attempts: int | None = None
 
     @property
     def is_async(self) -> bool:
@@ -108,8 +122,15 @@ class JobDefinition(Generic[P, R]):
         mode: DependencyMode = DependencyMode.ON_SUCCESS,
         tags: Sequence[Tag] = (),
         job_id: uuid.UUID | str | None = None,
+        max_attempts: int | None = None,
+        backoff: Sequence[float | timedelta] | None = None,
+        timeout: timedelta | float | None = None,
     ) -> JobOptions[P, R]:
-        """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``."""
+        """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``.
+
+        ``max_attempts``, ``backoff`` (a list of seconds) and ``timeout`` override the ``@job``'s
+        own for this job; they are checked here, before anything is written.
+        """
         from .client import JobOptions
 
         return JobOptions(
@@ -120,7 +141,22 @@ class JobDefinition(Generic[P, R]):
             mode=mode,
             tags=tuple(tags),
             job_id=job_id,
+            max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
+            backoff=None if backoff is None else tuple(require_backoff_list(backoff)),
+            timeout=None if timeout is None else require_timeout(timeout),
         )
+
+    def stored_policy(self) -> tuple[int | None, tuple[float, ...] | None, float | None]:
+        """What this job type stores on each of its rows unless an enqueue overrides it:
+        ``(max_attempts, backoff in seconds, timeout)``; None takes the settings'."""
+        backoff = None if self.retry is None else self.retry.stored_backoff
+        return self.max_attempts, None if backoff is None else tuple(backoff), self.timeout
+
+    def discards(self, exc: BaseException) -> bool:
+        """Whether ``retry_on`` / ``discard_on`` send this exception straight to Dead-Lettered."""
+        if self.discard_on and isinstance(exc, self.discard_on):
+            return True
+        return self.retry_on is not None and not isinstance(exc, self.retry_on)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store a job that calls this function with these arguments; see ``client.py``."""
@@ -231,6 +267,9 @@ def job(
     tags: Sequence[Tag] = ...,
     takes_context: Literal[False] = ...,
     hooks: ExecutionHooks | None = ...,
+    timeout: timedelta | float | None = ...,
+    retry_on: Sequence[type[BaseException]] | None = ...,
+    discard_on: Sequence[type[BaseException]] = ...,
 ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 @overload
 def job(
@@ -242,6 +281,9 @@ def job(
     tags: Sequence[Tag] = ...,
     takes_context: Literal[True],
     hooks: ExecutionHooks | None = ...,
+    timeout: timedelta | float | None = ...,
+    retry_on: Sequence[type[BaseException]] | None = ...,
+    discard_on: Sequence[type[BaseException]] = ...,
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobDefinition[P, R]]: ...
 def job(
     wire_name: str,
@@ -252,10 +294,16 @@ def job(
     tags: Sequence[Tag] = (),
     takes_context: bool = False,
     hooks: ExecutionHooks | None = None,
+    timeout: timedelta | float | None = None,
+    retry_on: Sequence[type[BaseException]] | None = None,
+    discard_on: Sequence[type[BaseException]] = (),
 ) -> Callable[[Callable[..., Any]], JobDefinition[Any, Any]]:
     """Declare a job type: ``@job("send-invoice", queue="billing", max_attempts=5)``.
 
-    The wire name is mandatory and explicit; it is the job's identity in storage. ``hooks`` is for
+    The wire name is mandatory and explicit; it is the job's identity in storage. ``max_attempts``,
+    a list ``backoff`` and ``timeout`` are stored with each job (None: the settings'); a callable
+    ``backoff`` is applied by the worker at each failure. An exception matching ``discard_on``
+    dead-letters at once; with ``retry_on``, only matching exceptions retry. ``hooks`` is for
     adapters such as the Django Tasks backend (see :class:`ExecutionHooks`); applications omit it.
     """
     if callable(wire_name):
@@ -271,7 +319,12 @@ def job(
     validate_queue_name(queue)
     retry = None
     if max_attempts is not None or backoff is not None:
-        retry = RetryPolicy(max_attempts=10 if max_attempts is None else max_attempts, backoff=backoff)
+        retry = RetryPolicy(
+            max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts, backoff=backoff
+        )
+    limit = None if timeout is None else require_timeout(timeout)
+    retried = None if retry_on is None else exception_classes("retry_on", retry_on)
+    discarded = exception_classes("discard_on", discard_on)
     default_tags = tuple(tag_from_pair(p) for p in normalize_tags(tags))
 
     def register(func: Callable[..., Any]) -> JobDefinition[Any, Any]:
@@ -290,6 +343,10 @@ def job(
             tags=default_tags,
             takes_context=takes_context,
             hooks=hooks,
+            timeout=limit,
+            retry_on=retried,
+            discard_on=discarded,
+            max_attempts=max_attempts,
         )
         existing = _REGISTRY.get(wire_name)
         if existing is not None and _origin(existing.func) != _origin(func):
@@ -303,6 +360,18 @@ def job(
     return register
 
 
+def exception_classes(name: str, classes: object) -> tuple[type[BaseException], ...]:
+    """``retry_on`` / ``discard_on``: a sequence of exception classes (not instances, not strings)."""
+    if isinstance(classes, type) and issubclass(classes, BaseException):
+        return (classes,)
+    if isinstance(classes, str | bytes) or not isinstance(classes, Sequence):
+        raise TypeError(f"{name} must be a sequence of exception classes, got {classes!r}")
+    for index, item in enumerate(classes):
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise TypeError(f"{name}[{index}] must be an exception class, got {item!r}")
+    return tuple(classes)
+
+
 def _origin(func: Callable[..., Any]) -> str:
     return f"{func.__module__}.{func.__qualname__}"
 
@@ -311,11 +380,17 @@ def get(wire_name: str) -> JobDefinition[Any, Any] | None:
     return _REGISTRY.get(wire_name)
 
 
-def retry_policy(wire_name: str, default: RetryPolicy) -> RetryPolicy:
-    """The retry policy jobs of this wire name run under: their ``@job``'s own, else ``default``
-    (the settings' ``RETRY``)."""
+def retry_policy(
+    wire_name: str, max_attempts: int | None, backoff: Sequence[float] | None, default: RetryPolicy
+) -> RetryPolicy:
+    """The retry policy of one job as a worker applies it: what its row stores (``max_attempts``,
+    ``backoff``), else the ``@job``'s callable backoff (which no row can store), else ``default``
+    (the settings' ``RETRY``). See ``core.retry.job_retry_policy`` for the store's side."""
     definition = _REGISTRY.get(wire_name)
-    return definition.retry if definition is not None and definition.retry is not None else default
+    declared = None if definition is None or definition.retry is None else definition.retry.backoff
+    if backoff is None and callable(declared):
+        default = RetryPolicy(max_attempts=default.max_attempts, backoff=declared)
+    return job_retry_policy(max_attempts, backoff, default)
 
 
 def definitions() -> dict[str, JobDefinition[Any, Any]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +45,16 @@ from . import registry
 from .conf import get_settings
 from .context import JobContext
 from .core.outcomes import Outcome, outcome_effect
-from .core.retry import Backoff, RetryPolicy
+from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy
 from .core.states import JobState
 from .core.tags import Tag, normalize_tags
-from .core.validation import validate_queue_name
+from .core.validation import require_timeout, validate_queue_name
 from .database import jobs_database
 
-__all__ = ["PRIORITY_TAG", "BackWaveBackend", "BackWaveTask"]
+__all__ = ["BACKEND_OPTIONS", "PRIORITY_TAG", "BackWaveBackend", "BackWaveTask"]
+
+#: The backend's ``OPTIONS`` keys: ``TIMEOUT``, the time limit of its tasks that set none.
+BACKEND_OPTIONS = ("TIMEOUT",)
 
 #: The keyed tag that records a task's (non-default) priority on its job. BackWave claims in queue
 #: order, then due time, then enqueue order: priority is kept for operators and ``get_result``,
@@ -94,13 +97,20 @@ class BackWaveTask(_TaskBase):
     backoff: Backoff | None = None
     #: Added to every job of this task (labels as strings, keyed tags as ``(key, value)``).
     tags: Sequence[Tag] = ()
+    #: Seconds (or a timedelta) the function may run before it is stopped; None: the backend's
+    #: ``OPTIONS["TIMEOUT"]``, else ``BACKWAVE["JOB_TIMEOUT"]``.
+    timeout: float | timedelta | None = None
+    #: Exceptions that retry (None: all but ``discard_on``) and that dead-letter at once.
+    retry_on: Sequence[type[BaseException]] | None = None
+    discard_on: Sequence[type[BaseException]] = ()
 
     def __post_init__(self) -> None:
         # Lists would make the frozen dataclass unhashable; the values are validated by the backend.
         if isinstance(self.tags, list):
             object.__setattr__(self, "tags", tuple(tuple(t) if isinstance(t, list) else t for t in self.tags))
-        if isinstance(self.backoff, list):
-            object.__setattr__(self, "backoff", tuple(self.backoff))
+        for name in ("backoff", "retry_on", "discard_on"):
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         Task.__post_init__(self)  # the backend's validate_task(); zero-arg super() breaks with slots
         _register(self)
 
@@ -124,22 +134,19 @@ def _register(task: BackWaveTask) -> None:
     if existing is not None and existing.func is task.func:
         return
     wire_name, hooks = task.job_wire_name, _TaskHooks(task)
-    queue, max_attempts, backoff, tags = task.queue_name, task.max_attempts, task.backoff, task.tags
+    options: dict[str, Any] = {
+        "queue": task.queue_name,
+        "max_attempts": task.max_attempts,
+        "backoff": task.backoff,
+        "tags": task.tags,
+        "hooks": hooks,
+        "timeout": task.timeout,
+        "retry_on": task.retry_on,
+        "discard_on": task.discard_on,
+    }
     # With takes_context the payload binds to the signature after Django's ``context`` parameter.
-    if task.takes_context:
-        registry.job(
-            wire_name,
-            queue=queue,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            tags=tags,
-            takes_context=True,
-            hooks=hooks,
-        )(task.func)
-    else:
-        registry.job(
-            wire_name, queue=queue, max_attempts=max_attempts, backoff=backoff, tags=tags, hooks=hooks
-        )(task.func)
+    declare: Any = registry.job  # (its overloads are typed for literal takes_context values)
+    declare(wire_name, takes_context=task.takes_context, **options)(task.func)
 
 
 def _unchecked_copy(task: BackWaveTask, **changes: Any) -> BackWaveTask:
@@ -315,9 +322,14 @@ class BackWaveBackend(BaseTaskBackend):
             normalize_tags(task.tags)
             if task.max_attempts is not None or task.backoff is not None:
                 RetryPolicy(
-                    max_attempts=10 if task.max_attempts is None else task.max_attempts,
+                    max_attempts=DEFAULT_MAX_ATTEMPTS if task.max_attempts is None else task.max_attempts,
                     backoff=task.backoff,
                 )
+            if task.timeout is not None:
+                require_timeout(task.timeout)
+            if task.retry_on is not None:
+                registry.exception_classes("retry_on", task.retry_on)
+            registry.exception_classes("discard_on", task.discard_on)
         except (TypeError, ValueError) as exc:
             raise InvalidTask(f"Task {task.module_path}: {exc}") from None
         wire_name = task.job_wire_name
@@ -351,7 +363,10 @@ class BackWaveBackend(BaseTaskBackend):
             [] if task.priority == DEFAULT_TASK_PRIORITY else [(PRIORITY_TAG, str(task.priority))]
         )
         receipt = definition.using(
-            queue=task.queue_name, run_after=task.run_after, tags=priority_tags
+            queue=task.queue_name,
+            run_after=task.run_after,
+            tags=priority_tags,
+            timeout=task.timeout if task.timeout is not None else self.default_timeout,
         ).enqueue(*args, **kwargs)
         using = jobs_database()
         enqueued_at = (
@@ -455,14 +470,33 @@ class BackWaveBackend(BaseTaskBackend):
                         id="backwave.tasks.E002",
                     )
                 )
-        if self.options:
+        unknown = sorted(set(self.options) - set(BACKEND_OPTIONS))
+        if unknown:
             messages.append(
                 Error(
-                    f"BackWaveBackend takes no OPTIONS, got {sorted(self.options)}.",
+                    f"BackWaveBackend has unknown OPTIONS {unknown}; it takes only "
+                    f"{', '.join(BACKEND_OPTIONS)}.",
                     hint="Configure leases, retries and limits in settings.BACKWAVE; per-task options go "
-                    "in @task(max_attempts=..., backoff=..., tags=..., wire_name=...).",
+                    "in @task(max_attempts=..., backoff=..., timeout=..., tags=..., wire_name=...).",
                     obj=obj,
                     id="backwave.tasks.E003",
                 )
             )
+        try:
+            self.default_timeout  # noqa: B018 (validates OPTIONS["TIMEOUT"])
+        except (TypeError, ValueError) as exc:
+            messages.append(
+                Error(
+                    f"OPTIONS['TIMEOUT']: {exc}",
+                    hint="Give seconds greater than zero, a timedelta, or None.",
+                    obj=obj,
+                    id="backwave.tasks.E004",
+                )
+            )
         return messages
+
+    @property
+    def default_timeout(self) -> float | None:
+        """``OPTIONS["TIMEOUT"]``: the time limit of this backend's tasks that set none themselves."""
+        value = self.options.get("TIMEOUT")
+        return None if value is None else require_timeout(value, "OPTIONS['TIMEOUT']")

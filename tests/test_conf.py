@@ -8,7 +8,7 @@ from backwave_django import HistoryPolicy, checks, conf
 from backwave_django.conf import get_settings
 
 
-def test_defaults_match_the_spec():
+def test_defaults_match_the_documented_values():
     s = get_settings()
     assert (s.max_payload_bytes, s.max_wire_name_length, s.max_parents_per_job) == (65_536, 128, 16)
     assert (s.max_output_bytes, s.max_failure_detail_bytes, s.max_transitions_per_job) == (65_536, 8_192, 64)

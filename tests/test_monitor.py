@@ -159,7 +159,7 @@ def test_throughput_buckets_succeeded_retried_failures_and_dead_letters_per_minu
     ok = enqueue(now=_minute(10))
     lease_one(ok, now=_minute(10))
     report(ok, now=_minute(10) + timedelta(seconds=5))
-    flaky = enqueue(now=_minute(10), queue="flaky")
+    flaky = enqueue(now=_minute(10), queue="flaky", max_attempts=3)
     lease_one(flaky, now=_minute(10))
     report(
         flaky, Failure(next_due_time=_minute(20), error="try again"), now=_minute(10) + timedelta(seconds=59)

@@ -7,9 +7,9 @@ matches if either does (Vixie cron); a field is "restricted" when its text is no
 
 Why not wrap croniter: it accepts what this dialect must refuse (``@daily``, ``jan``, ``mon``,
 ``L``, a reversed range ``5-1`` read as a wrap-around), it reads ``5/1`` as 5..59 where this
-dialect reads it as just 5, its error messages do not name the field and part the way the
-reference's do, and across a fall-back it fires the repeated wall-clock hour twice (``30 1 * * *``
-in New York fires at 05:30Z *and* 06:30Z on 2026-11-01). Pre-validating and post-filtering it would
+dialect reads it as just 5, its error messages do not name the field and the part that is
+wrong, and across a fall-back it fires the repeated wall-clock hour twice (``30 1 * * *`` in New
+York fires at 05:30Z *and* 06:30Z on 2026-11-01). Pre-validating and post-filtering it would
 need this parser anyway, so the parser is the whole implementation: one set of allowed values per
 field, and a day-by-day search that is cheap enough for a 4-year bound.
 

@@ -13,11 +13,13 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 from .encoding import json_bytes
+from .retry import require_backoff_list, require_max_attempts
 from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
 from .validation import (
     require_aware,
     require_str as _require_str,
+    require_timeout,
     require_uuid as _require_uuid,
     validate_queue_name,
 )
@@ -33,10 +35,12 @@ __all__ = [
     "OutcomeEffect",
     "OutcomeReport",
     "ScheduleSpec",
+    "Snoozed",
     "Success",
     "Unroutable",
     "outcome_effect",
 ]
+
 
 def _require_json(name: str, value: object) -> None:
     try:
@@ -67,6 +71,17 @@ class Failure:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Snoozed:
+    """The handler asked to run again at ``next_due_time`` (``Snooze``): Scheduled again, and the
+    attempt does not count toward the ceiling (``max_attempts`` is raised by one)."""
+
+    next_due_time: datetime
+
+    def __post_init__(self) -> None:
+        require_aware("next_due_time", self.next_due_time)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Cancelled:
     """The handler stopped after observing a cancel request; ``cause`` is recorded."""
 
@@ -86,8 +101,8 @@ class Unroutable:
         _require_str("reason", self.reason)
 
 
-Outcome: TypeAlias = Success | Failure | Cancelled | Unroutable
-OUTCOME_TYPES = (Success, Failure, Cancelled, Unroutable)
+Outcome: TypeAlias = Success | Failure | Snoozed | Cancelled | Unroutable
+OUTCOME_TYPES = (Success, Failure, Snoozed, Cancelled, Unroutable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +123,8 @@ class OutcomeEffect:
     clears_cancel: bool
     #: Whether the attempt's failure detail is recorded with the transition.
     records_failure: bool
+    #: Whether the attempt is given back: ``max_attempts`` is raised by one (a snooze).
+    gives_back_attempt: bool = False
 
 
 def outcome_effect(outcome: Outcome) -> OutcomeEffect:
@@ -121,6 +138,15 @@ def outcome_effect(outcome: Outcome) -> OutcomeEffect:
             )
         return OutcomeEffect(
             JobState.DEAD_LETTERED, None, outcome.error, clears_cancel=False, records_failure=True
+        )
+    if isinstance(outcome, Snoozed):
+        return OutcomeEffect(
+            JobState.SCHEDULED,
+            outcome.next_due_time,
+            None,
+            clears_cancel=False,
+            records_failure=False,
+            gives_back_attempt=True,
         )
     if isinstance(outcome, Cancelled):
         return OutcomeEffect(
@@ -148,9 +174,16 @@ class NewJob:
     parents: tuple[uuid.UUID, ...] = ()
     mode: DependencyMode = DependencyMode.ON_SUCCESS
     tags: tuple[Tag, ...] = ()
+    #: The job's own retry policy and time limit; None takes the settings' (``RETRY``,
+    #: ``JOB_TIMEOUT``), resolved and stored at enqueue (a None backoff stays None: the settings'
+    #: backoff at the time of each decision). ``backoff`` is stored as seconds, ``timeout`` too.
+    max_attempts: int | None = None
+    backoff: tuple[float, ...] | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
+        _normalize_policy(self)
         _require_str("wire_name", self.wire_name)
         validate_queue_name(self.queue)
         require_aware("due_time", self.due_time)
@@ -183,6 +216,16 @@ class NewJob:
         return encoded
 
 
+def _normalize_policy(value: Any) -> None:
+    """Check and store a value's ``max_attempts``, ``backoff`` and ``timeout`` in their row form."""
+    if value.max_attempts is not None:
+        require_max_attempts(value.max_attempts)
+    if value.backoff is not None:
+        object.__setattr__(value, "backoff", tuple(require_backoff_list(value.backoff)))
+    if value.timeout is not None:
+        object.__setattr__(value, "timeout", require_timeout(value.timeout))
+
+
 @dataclass(frozen=True, kw_only=True)
 class OutcomeReport:
     """A worker's report of how one attempt ended, fenced by ``(worker_id, attempt, live lease)``."""
@@ -194,6 +237,8 @@ class OutcomeReport:
     failure_detail: str | None = None
     added_tags: tuple[Tag, ...] = ()
     output: Any = None
+    #: The attempt's last progress (``{"done", "total", "note", "at"}``), written with the outcome.
+    progress: Any = None
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
@@ -212,6 +257,8 @@ class OutcomeReport:
         )
         if self.output is not None:
             _require_json("output", self.output)
+        if self.progress is not None:
+            _require_json("progress", self.progress)
 
 
 # --- Outputs ----------------------------------------------------------------------------------
@@ -230,6 +277,12 @@ class ClaimedJob:
     lease_owner: str
     lease_expiry: datetime
     tags: tuple[Tag, ...] = field(default=())
+    #: The cancel flag as claimed: a retried job whose flag is still set starts with it raised.
+    cancel_requested: bool = False
+    #: The job's stored policy (None: the settings' ``RETRY`` / no time limit).
+    max_attempts: int | None = None
+    backoff: tuple[float, ...] | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -251,8 +304,13 @@ class ScheduleSpec:
     time_zone: str | None = None
     catch_up: CatchUp = CatchUp.SKIP
     no_overlap: bool = False
+    #: The policy each minted instance is stored with (None: the settings' at each mint).
+    max_attempts: int | None = None
+    backoff: tuple[float, ...] | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
+        _normalize_policy(self)
         _require_str("schedule_id", self.schedule_id)
         _require_str("cron", self.cron)
         _require_str("wire_name", self.wire_name)

@@ -76,3 +76,52 @@ class RetryPolicy:
         if failed_attempt >= self.max_attempts:
             return None
         return now + self.delay(failed_attempt)
+
+    @property
+    def stored_backoff(self) -> list[float] | None:
+        """The backoff as a job row stores it: a list of seconds, or None (the settings' backoff,
+        or a callable, which only the ``@job`` that declares it can apply)."""
+        backoff = self.backoff
+        if backoff is None or callable(backoff):
+            return None
+        return [interval.total_seconds() for interval in backoff]  # type: ignore[union-attr]
+
+
+def job_retry_policy(
+    max_attempts: int | None, backoff: Sequence[float] | None, default: RetryPolicy
+) -> RetryPolicy:
+    """The retry policy of one job, from what its row stores: its own ``max_attempts`` and
+    ``backoff`` where set, the ``default`` (the settings' ``RETRY``, or a ``@job``'s callable
+    backoff) where not. The one way every retry decision works out a job's policy."""
+    if max_attempts is None and backoff is None:
+        return default
+    return RetryPolicy(
+        max_attempts=default.max_attempts if max_attempts is None else max_attempts,
+        backoff=default.backoff if backoff is None else list(backoff),
+    )
+
+
+def ceiling_given_back(max_attempts: int | None, default: RetryPolicy) -> int:
+    """A job's ceiling after an attempt is given back (a snooze, a graceful release): one higher,
+    so the attempt that was cut short or put off does not count."""
+    return (default.max_attempts if max_attempts is None else max_attempts) + 1
+
+
+def require_max_attempts(value: object, name: str = "max_attempts") -> int:
+    """An attempt ceiling: an int from 1 to ``MAX_ATTEMPT_CEILING``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not 1 <= value <= MAX_ATTEMPT_CEILING:
+        raise ValueError(f"{name} must be between 1 and {MAX_ATTEMPT_CEILING}, got {value!r}")
+    return value
+
+
+def require_backoff_list(value: object, name: str = "backoff") -> list[float]:
+    """A stored backoff: a list of seconds or timedeltas (>= 0, at most ``MAX_BACKOFF_INTERVALS``)."""
+    if callable(value):
+        raise TypeError(
+            f"{name} given per enqueue must be a list of seconds; a callable backoff belongs on @job(...)"
+        )
+    stored = RetryPolicy(backoff=value).stored_backoff  # type: ignore[arg-type]
+    assert stored is not None
+    return stored

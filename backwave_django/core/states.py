@@ -69,6 +69,7 @@ class OperatorAction(TextChoices):
     SET_CONCURRENCY_LIMIT = "set_concurrency_limit", "Set concurrency limit"
     SAVE_SCHEDULE = "save_schedule", "Save schedule"
     REMOVE_SCHEDULE = "remove_schedule", "Remove schedule"
+    RETRY_NOW = "retry_now", "Retry now"
 
 
 class EnqueueResult(enum.Enum):
@@ -94,6 +95,11 @@ class RequeueResult(enum.Enum):
 class OutcomeResult(enum.Enum):
     APPLIED = "Applied"
     STALE_LEASE = "StaleLease"
+
+
+class RetryNowResult(enum.Enum):
+    RETRIED_NOW = "RetriedNow"
+    NOT_RETRYING = "NotRetrying"
 
 
 class TriggerScheduleResult(enum.Enum):

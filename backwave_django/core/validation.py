@@ -38,6 +38,16 @@ def require_uuid(name: str, value: object) -> uuid.UUID:
     return value
 
 
+def require_timeout(value: object, name: str = "timeout") -> float:
+    """A handler's time limit: a ``timedelta`` or seconds, greater than zero; returns seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise TypeError(f"{name} must be a timedelta or a number of seconds, got {value!r}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{name} must be greater than zero (and finite), got {value!r}")
+    return seconds
+
+
 def require_str(name: str, value: object, *, allow_empty: bool = False) -> str:
     """Return ``value`` if it is a string (non-empty unless ``allow_empty``), else raise."""
     if not isinstance(value, str):

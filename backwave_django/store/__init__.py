@@ -15,12 +15,12 @@ of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 
 from __future__ import annotations
 
-from ._tx import HINT_CHANNEL
-from .actions import cancel_job, pause_queue, requeue, resume_queue, set_concurrency_limit
+from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
+from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
 from .claim import claim
 from .enqueue import check_bounds, enqueue, enqueue_many, missing_jobs
 from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
-from .leases import expire_leases, heartbeat, release_leases
+from .leases import expire_leases, heartbeat, record_progress, release_leases
 from .outcomes import job_output, report_outcome, report_outcomes
 from .schedules import (
     mint_due,
@@ -32,6 +32,7 @@ from .schedules import (
 )
 
 __all__ = [
+    "CANCEL_CHANNEL",
     "HINT_CHANNEL",
     "cancel_job",
     "check_bounds",
@@ -47,6 +48,7 @@ __all__ = [
     "prune_settings_schedules",
     "prune_workers",
     "purge_terminal",
+    "record_progress",
     "register_worker",
     "release_leases",
     "remove_schedule",
@@ -55,6 +57,7 @@ __all__ = [
     "requeue",
     "resolve_schedule",
     "resume_queue",
+    "retry_now",
     "set_concurrency_limit",
     "touch_worker",
     "trigger_schedule",

@@ -48,6 +48,7 @@ ROW_FIELDS = (
     "parents_remaining",
     "mode",
     "next_ordinal",
+    "max_attempts",
 )
 
 
@@ -67,6 +68,7 @@ class Row:
     parents_remaining: int
     mode: int
     next_ordinal: int
+    max_attempts: int | None
 
 
 def lock_rows(

@@ -31,6 +31,8 @@ _MYSQL_DEADLOCK_CODES = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAI
 
 #: PostgreSQL channel that carries wake-up hints; the payload is the queue name.
 HINT_CHANNEL = "backwave_hints"
+#: PostgreSQL channel that carries cancel requests to the workers; the payload is the job id.
+CANCEL_CHANNEL = "backwave_cancels"
 #: Advisory-lock class id that namespaces the per-queue locks (the second key is the queue's CRC32).
 QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
 
@@ -79,12 +81,13 @@ def atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
 # --- What rides on a transaction ----------------------------------------------------------------
 
 
-def notify(using: str, queue: str) -> None:
-    """Send a wake-up hint (PostgreSQL only); inside a transaction it is delivered on commit."""
+def notify(using: str, queue: str, *, channel: str = HINT_CHANNEL) -> None:
+    """Send a wake-up hint naming ``queue`` (or, on ``CANCEL_CHANNEL``, a job id): PostgreSQL only;
+    inside a transaction it is delivered on commit."""
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [HINT_CHANNEL, queue])
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, queue])
 
 
 def audit(using: str, actor: str, action: OperatorAction, target: str, now: datetime) -> None:

@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import get_settings
-from ..core.states import CancelResult, JobState, OperatorAction, RequeueResult
+from ..core.states import CancelResult, JobState, OperatorAction, RequeueResult, RetryNowResult
 from ..core.validation import require_actor, require_aware, require_uuid, validate_queue_name
 from ..database import jobs_database
 from ..models import JobRecord, QueueSettings
 from ._rows import UnitOfWork, cascade, lock_rows
-from ._tx import atomic_retrying, audit, lock_queues
+from ._tx import CANCEL_CHANNEL, atomic_retrying, audit, lock_queues, notify
 
 
 def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
@@ -40,6 +40,8 @@ def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
             result = CancelResult.CANCELLED_IMMEDIATELY
         elif row.state == JobState.LEASED:
             uow.set(row, cancel_requested=True)
+            # Tell the worker now (it listens on PostgreSQL); its next heartbeat would tell it too.
+            notify(using, str(job_id), channel=CANCEL_CHANNEL)
             result = CancelResult.CANCELLATION_REQUESTED
         else:
             return CancelResult.NOT_CANCELLABLE
@@ -83,6 +85,30 @@ def requeue(job_id: uuid.UUID, *, actor: str, now: datetime) -> RequeueResult:
         uow.flush(using)
         audit(using, actor, OperatorAction.REQUEUE, str(job_id), now)
         return RequeueResult.REQUEUED
+
+    return atomic_retrying(using, body)
+
+
+def retry_now(job_id: uuid.UUID, *, actor: str, now: datetime) -> RetryNowResult:
+    """Run a job that is waiting for its next retry now: a Scheduled job that has run before
+    (attempt >= 1) becomes due at ``now``. Its attempts and policy are unchanged; audited."""
+    require_uuid("job_id", job_id)
+    require_actor(actor)
+    require_aware("now", now)
+    using = jobs_database()
+
+    def body() -> RetryNowResult:
+        found = lock_rows(
+            JobRecord.objects.using(using).filter(job_id=job_id, state=JobState.SCHEDULED, attempt__gte=1)
+        )
+        if not found:
+            return RetryNowResult.NOT_RETRYING
+        row = found[0][0]
+        if row.due_time > now:
+            JobRecord.objects.using(using).filter(sequence=row.sequence).update(due_time=now)
+        audit(using, actor, OperatorAction.RETRY_NOW, str(job_id), now)
+        notify(using, row.queue)
+        return RetryNowResult.RETRIED_NOW
 
     return atomic_retrying(using, body)
 

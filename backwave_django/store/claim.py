@@ -161,7 +161,7 @@ def _claim_portable(
     now: datetime,
 ) -> list[ClaimedJob]:
     uow = UnitOfWork(get_settings(), now)
-    leased: list[tuple[Row, str, Any]] = []
+    leased: list[tuple[Row, tuple[Any, ...]]] = []
     for queue in served:
         take = _take(limit - len(leased), gates[queue])
         if take <= 0:
@@ -171,9 +171,9 @@ def _claim_portable(
             .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
             .order_by("due_time", "sequence")[:take],
             skip_locked=True,
-            extra=("wire_name", "payload"),
+            extra=("wire_name", "payload", "backoff", "timeout"),
         )
-        for row, (wire_name, payload) in candidates:
+        for row, extra in candidates:
             uow.transition(
                 row,
                 JobState.LEASED,
@@ -182,11 +182,11 @@ def _claim_portable(
                 lease_owner=worker_id,
                 lease_expiry=expiry,
             )
-            leased.append((row, wire_name, payload))
+            leased.append((row, extra))
     if not leased:
         return []
     uow.flush(using)
-    tags = _tags_of(using, [row.sequence for row, _, _ in leased])
+    tags = _tags_of(using, [row.sequence for row, _ in leased])
     return [
         ClaimedJob(
             job_id=row.job_id,
@@ -198,8 +198,12 @@ def _claim_portable(
             lease_owner=worker_id,
             lease_expiry=expiry,
             tags=tags.get(row.sequence, ()),
+            cancel_requested=row.cancel_requested,
+            max_attempts=row.max_attempts,
+            backoff=None if backoff is None else tuple(backoff),
+            timeout=timeout,
         )
-        for row, wire_name, payload in leased
+        for row, (wire_name, payload, backoff, timeout) in leased
     ]
 
 
@@ -254,7 +258,7 @@ WITH picked AS (
         next_ordinal = j.next_ordinal + 1
     WHERE j.sequence = ANY(ARRAY(SELECT sequence FROM picked))
     RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time,
-              j.next_ordinal - 1 AS ordinal
+              j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout
 ), logged AS (
     INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, {LEASED}, attempt, NULL, %(worker)s FROM leased WHERE %(history)s
@@ -266,7 +270,8 @@ WITH picked AS (
 )
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {TAGS} AS t
-        WHERE t.job_id = l.sequence)
+        WHERE t.job_id = l.sequence),
+       l.cancel_requested, l.max_attempts, l.backoff, l.timeout
 FROM leased AS l
 ORDER BY l.due_time, l.sequence
 """
@@ -370,8 +375,24 @@ def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime)
             lease_owner=worker_id,
             lease_expiry=expiry,
             tags=tuple(tag_from_pair((k, v)) for k, v in _json(tags)) if tags else (),
+            cancel_requested=cancel_requested,
+            max_attempts=max_attempts,
+            backoff=None if backoff is None else tuple(_json(backoff)),
+            timeout=timeout,
         )
-        for job_id, wire_name, queue_name, payload, attempt, due_time, tags in rows
+        for (
+            job_id,
+            wire_name,
+            queue_name,
+            payload,
+            attempt,
+            due_time,
+            tags,
+            cancel_requested,
+            max_attempts,
+            backoff,
+            timeout,
+        ) in rows
     ]
 
 

@@ -9,6 +9,7 @@ end between the check and the edge being written.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
 from ._tx import HINT_CHANNEL, atomic_retrying, fetch_bound, notify, uses_postgres_statements
 
 ENQUEUE_ACTOR = "enqueue"
-
 
 
 def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
@@ -184,6 +184,7 @@ def _insert_many(
             terminal_cause=cause,
             enqueued_at=now,
             next_ordinal=1,
+            **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
         existing.add(new_job.job_id)
@@ -192,6 +193,24 @@ def _insert_many(
     if planned:
         _write_planned(planned, now, settings, using)
     return [r for r in results if r is not None]
+
+
+def stored_policy(
+    max_attempts: int | None,
+    backoff: Sequence[float] | None,
+    timeout: float | None,
+    settings: BackWaveSettings,
+) -> dict[str, Any]:
+    """The policy columns a new job row is stored with: its own values, or the settings' (the
+    ceiling from ``RETRY`` and the time limit from ``JOB_TIMEOUT``; a backoff stays None, which
+    means the settings' backoff at the time of each decision)."""
+    if timeout is None and settings.job_timeout is not None:
+        timeout = settings.job_timeout.total_seconds()
+    return {
+        "max_attempts": settings.retry.max_attempts if max_attempts is None else max_attempts,
+        "backoff": None if backoff is None else list(backoff),
+        "timeout": timeout,
+    }
 
 
 def initial_state(
@@ -268,12 +287,16 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
 ENQUEUE = f"""
 WITH inserted AS (
     INSERT INTO {JOBS} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
-                        cancel_requested, parents_remaining, enqueued_at, next_ordinal)
+                        cancel_requested, parents_remaining, enqueued_at, next_ordinal,
+                        max_attempts, backoff, timeout)
     SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
-           {SCHEDULED}, 0, false, 0, %(now)s, 1
+           {SCHEDULED}, 0, false, 0, %(now)s, 1,
+           n.max_attempts, n.backoff::jsonb, n.timeout
     FROM unnest(%(job_ids)s::uuid[], %(wire_names)s::text[], %(queues)s::text[], %(payloads)s::text[],
-                %(due_times)s::timestamptz[], %(modes)s::smallint[])
-         WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode, position)
+                %(due_times)s::timestamptz[], %(modes)s::smallint[],
+                %(max_attempts)s::int[], %(backoffs)s::text[], %(timeouts)s::float8[])
+         WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode,
+                               max_attempts, backoff, timeout, position)
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
@@ -294,6 +317,23 @@ SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
 """
 
 
+#: The array parameters of :data:`ENQUEUE`, one element per job (the tag arrays, one per tag).
+ENQUEUE_ARRAYS = (
+    "job_ids",
+    "wire_names",
+    "queues",
+    "payloads",
+    "due_times",
+    "modes",
+    "max_attempts",
+    "backoffs",
+    "timeouts",
+    "tag_job_ids",
+    "tag_keys",
+    "tag_values",
+)
+
+
 def _enqueue_without_parents(
     using: str,
     jobs: list[NewJob],
@@ -305,8 +345,7 @@ def _enqueue_without_parents(
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
     first: dict[uuid.UUID, int] = {}
-    names = ("job_ids", "wire_names", "queues", "payloads", "due_times", "modes")
-    columns: dict[str, list[Any]] = {name: [] for name in (*names, "tag_job_ids", "tag_keys", "tag_values")}
+    columns: dict[str, list[Any]] = {name: [] for name in ENQUEUE_ARRAYS}
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
         if result is not None or new_job.job_id in first:
             continue
@@ -317,6 +356,10 @@ def _enqueue_without_parents(
         columns["payloads"].append(new_job.payload_json.decode())
         columns["due_times"].append(new_job.due_time)
         columns["modes"].append(int(new_job.mode))
+        policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
+        columns["max_attempts"].append(policy["max_attempts"])
+        columns["backoffs"].append(None if policy["backoff"] is None else json.dumps(policy["backoff"]))
+        columns["timeouts"].append(policy["timeout"])
         for key, value in new_job.tag_pairs:
             columns["tag_job_ids"].append(new_job.job_id)
             columns["tag_keys"].append(key)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..conf import get_settings
 from ..core.outcomes import HeartbeatResult
-from ..core.retry import RetryPolicy
+from ..core.retry import RetryPolicy, ceiling_given_back, job_retry_policy
 from ..core.states import JobState
 from ..core.validation import (
     require_aware,
@@ -24,7 +25,7 @@ from ..core.validation import (
 from ..database import jobs_database
 from ..models import JobRecord
 from ._rows import Row, UnitOfWork, cascade, lock_rows
-from ._tx import atomic_retrying
+from ._tx import atomic_retrying, notify
 
 LEASE_EXPIRY_ACTOR = "lease-expiry"
 LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reached)."
@@ -70,8 +71,9 @@ def heartbeat(
 def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, max_jobs: int = 32) -> int:
     """Dispose up to ``max_jobs`` expired leases in ``queues``: retry them, or dead-letter at the ceiling.
 
-    Concurrent sweeps skip each other's rows, so each lease is disposed exactly once.
-    Returns how many were disposed.
+    Each job is judged by its own stored policy (``max_attempts``, ``backoff``); ``retry`` (the
+    settings' ``RETRY``) stands in for what a row does not store. Concurrent sweeps skip each
+    other's rows, so each lease is disposed exactly once. Returns how many were disposed.
     """
     require_aware("now", now)
     served = require_queues(queues)
@@ -89,12 +91,13 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
             .filter(queue__in=served, state=JobState.LEASED, lease_expiry__lte=now)
             .order_by("lease_expiry", "sequence")[:max_jobs],
             skip_locked=True,
+            extra=("backoff",),
         )
         uow = UnitOfWork(settings, now)
         ended: list[tuple[Row, JobState]] = []
         released = {"lease_owner": None, "lease_expiry": None}
-        for row, _ in rows:
-            retry_at = retry.next_attempt_at(row.attempt, now)
+        for row, (backoff,) in rows:
+            retry_at = job_retry_policy(row.max_attempts, backoff, retry).next_attempt_at(row.attempt, now)
             if retry_at is not None:
                 uow.transition(
                     row, JobState.SCHEDULED, actor=LEASE_EXPIRY_ACTOR, due_time=retry_at, **released
@@ -117,21 +120,69 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
 
 
 def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetime) -> int:
-    """End ``worker_id``'s live leases on ``job_ids`` now, so the next expiry sweep (on any
-    worker) retries or dead-letters them. Used by a worker that stops with jobs still running.
-    Returns how many leases were released."""
+    """Give back ``worker_id``'s live leases on ``job_ids``: each job goes Leased → Scheduled, due
+    ``now``, for any worker to run again. Used by a worker shutting down with jobs still running.
+
+    A release never dead-letters and does not spend the job's retry budget: its ``max_attempts``
+    is raised by one, so the attempt it cut short is given back. Returns how many were released.
+    """
     require_worker_id(worker_id)
     ids = [require_uuid("job_ids[]", j) for j in job_ids]
     require_aware("now", now)
     if not ids:
         return 0
+    settings = get_settings()
     using = jobs_database()
 
     def body() -> int:
-        return (
+        rows = lock_rows(
             JobRecord.objects.using(using)
             .filter(job_id__in=ids, state=JobState.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
-            .update(lease_expiry=now)
+            .order_by("sequence")
         )
+        uow = UnitOfWork(settings, now)
+        for row, _ in rows:
+            uow.transition(
+                row,
+                JobState.SCHEDULED,
+                actor=worker_id,
+                due_time=now,
+                lease_owner=None,
+                lease_expiry=None,
+                max_attempts=ceiling_given_back(row.max_attempts, settings.retry),
+            )
+        uow.flush(using)
+        for queue in sorted({row.queue for row, _ in rows}):
+            notify(using, queue)
+        return len(rows)
+
+    return atomic_retrying(using, body)
+
+
+def record_progress(*, worker_id: str, progress: Sequence[tuple[uuid.UUID, int, Any]], now: datetime) -> int:
+    """Store running attempts' progress, each only while ``worker_id`` holds that attempt's live
+    lease (a lost lease drops it). ``progress`` holds ``(job_id, attempt, value)``; the value is
+    JSON (``{"done", "total", "note", "at"}``). One transaction; returns how many were stored."""
+    require_worker_id(worker_id)
+    require_aware("now", now)
+    wanted = {require_uuid("progress[][0]", job_id): (attempt, value) for job_id, attempt, value in progress}
+    if not wanted:
+        return 0
+    using = jobs_database()
+
+    def body() -> int:
+        live = list(
+            JobRecord.objects.using(using)
+            .filter(job_id__in=wanted, state=JobState.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
+            .order_by("sequence")
+            .select_for_update()
+            .only("sequence", "job_id", "attempt")
+        )
+        fresh = [record for record in live if wanted[record.job_id][0] == record.attempt]
+        for record in fresh:
+            record.progress = wanted[record.job_id][1]
+        if fresh:
+            JobRecord.objects.using(using).bulk_update(fresh, ["progress"])
+        return len(fresh)
 
     return atomic_retrying(using, body)

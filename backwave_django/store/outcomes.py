@@ -21,6 +21,7 @@ from typing import Any
 from ..conf import BackWaveSettings, get_settings
 from ..core.encoding import json_size, truncate_utf8
 from ..core.outcomes import OutcomeReport, Success, outcome_effect
+from ..core.retry import ceiling_given_back
 from ..core.states import HistoryPolicy, JobState, OutcomeResult
 from ..core.tags import normalize_tags
 from ..core.validation import require_aware, require_uuid
@@ -138,6 +139,10 @@ def _apply(uow: UnitOfWork, row: Row, report: OutcomeReport, now: datetime) -> J
         fields["output"] = report.output
     if effect.clears_cancel:
         fields["cancel_requested"] = False
+    if effect.gives_back_attempt:
+        fields["max_attempts"] = ceiling_given_back(row.max_attempts, uow.settings.retry)
+    if report.progress is not None:
+        fields["progress"] = report.progress
     detail = report.failure_detail if effect.records_failure else None
     uow.transition(row, effect.state, actor=report.worker_id, failure_detail=detail, **fields)
     return effect.state
@@ -153,7 +158,7 @@ REPORT = f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(batch)s::jsonb) AS i (
         job_id uuid, worker_id text, attempt int, state smallint, due_time timestamptz, cause text,
-        output jsonb, detail text, clear_cancel bool
+        output jsonb, detail text, clear_cancel bool, gives_back bool, progress jsonb
     )
 ), locked AS (
     SELECT j.sequence, i.*,
@@ -175,6 +180,9 @@ WITH input AS (
         terminal_cause = CASE WHEN f.state IN {TERMINAL} THEN f.cause ELSE j.terminal_cause END,
         output = CASE WHEN f.state = {SUCCEEDED} THEN f.output ELSE j.output END,
         cancel_requested = j.cancel_requested AND NOT f.clear_cancel,
+        max_attempts = CASE WHEN f.gives_back THEN coalesce(j.max_attempts, %(default_max_attempts)s) + 1
+                            ELSE j.max_attempts END,
+        progress = coalesce(f.progress, j.progress),
         next_ordinal = j.next_ordinal + 1
     FROM locked AS f
     WHERE j.sequence = f.sequence AND f.fenced_in
@@ -231,7 +239,10 @@ def _report_params(reports: list[OutcomeReport], now: datetime, settings: BackWa
             "attempt": report.attempt,
             "state": int(effect.state),
             "clear_cancel": effect.clears_cancel,
+            "gives_back": effect.gives_back_attempt,
         }
+        if report.progress is not None:
+            row["progress"] = report.progress
         if effect.due_time is not None:
             row["due_time"] = effect.due_time.isoformat()
         if effect.cause is not None:
@@ -249,6 +260,7 @@ def _report_params(reports: list[OutcomeReport], now: datetime, settings: BackWa
         "now": now,
         "history": settings.history is not HistoryPolicy.OFF,
         "cap": settings.max_transitions_per_job,
+        "default_max_attempts": settings.retry.max_attempts,
         "batch": json.dumps(batch),
         "tags": json.dumps(tags),
     }
@@ -265,7 +277,7 @@ def _report_statement(
         with_children = {parent for (parent,) in fetch_bound(using, PARENTS_WITH_CHILDREN, {"ended": ended})}
     # Parents that just ended and have waiting children: resolve their latches (rare; the ORM path).
     parents = [
-        (Row(sequence, job_id, "", state, 0, now, None, None, False, 0, 0, 0), JobState(state))
+        (_ended_row(sequence, job_id, state, now), JobState(state))
         for job_id, sequence, state in rows
         if sequence in with_children
     ]
@@ -275,6 +287,25 @@ def _report_statement(
         cascade(uow, using, parents)
         uow.flush(using)
     return _results(reports, rows)
+
+
+def _ended_row(sequence: int, job_id: uuid.UUID, state: int, now: datetime) -> Row:
+    """A parent that just ended, as the cascade needs it (only its identity and state matter)."""
+    return Row(
+        sequence=sequence,
+        job_id=job_id,
+        queue="",
+        state=state,
+        attempt=0,
+        due_time=now,
+        lease_owner=None,
+        lease_expiry=None,
+        cancel_requested=False,
+        parents_remaining=0,
+        mode=0,
+        next_ordinal=0,
+        max_attempts=None,
+    )
 
 
 def _results(reports: list[OutcomeReport], rows: list[tuple[Any, ...]]) -> list[OutcomeResult]:

@@ -21,10 +21,12 @@ from ..core.validation import require_actor, require_aware
 from ..database import jobs_database
 from ..models import JobRecord, JobTransition, RecurringSchedule
 from ._tx import atomic_retrying, audit, notify
+from .enqueue import stored_policy
 
 SCHEDULE_ACTOR = "schedule:{schedule_id}"
 
 logger = logging.getLogger("backwave_django.store")
+
 
 def upsert_schedule(
     spec: ScheduleSpec, *, now: datetime, declared_in_settings: bool = False, actor: str | None = None
@@ -56,6 +58,9 @@ def upsert_schedule(
         "catch_up": spec.catch_up,
         "no_overlap": spec.no_overlap,
         "declared_in_settings": declared_in_settings,
+        "max_attempts": spec.max_attempts,
+        "backoff": None if spec.backoff is None else list(spec.backoff),
+        "timeout": spec.timeout,
     }
     using = jobs_database()
 
@@ -191,12 +196,13 @@ def _insert_instances(
     """
     if not ticks:
         return 0
-    wire_name, payload, queue = (
+    wire_name, payload, queue, max_attempts, backoff, timeout = (
         RecurringSchedule.objects.using(using)
         .filter(schedule_id=schedule_id)
-        .values_list("wire_name", "payload", "queue")
+        .values_list("wire_name", "payload", "queue", "max_attempts", "backoff", "timeout")
         .get()
     )
+    policy = stored_policy(max_attempts, backoff, timeout, settings)
     ids = {tick: planner.instance_id(schedule_id, tick) for tick in ticks}
     present = set(
         JobRecord.objects.using(using).filter(job_id__in=ids.values()).values_list("job_id", flat=True)
@@ -214,6 +220,7 @@ def _insert_instances(
                 schedule_id=schedule_id,
                 enqueued_at=recorded_at or tick,
                 next_ordinal=1,
+                **policy,
             )
             for tick in fresh
         ]

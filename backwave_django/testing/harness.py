@@ -33,13 +33,13 @@ from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core import planner
-from ..core.outcomes import ClaimedJob, ScheduleSpec, outcome_effect
+from ..core.outcomes import ClaimedJob, ScheduleSpec, Snoozed, outcome_effect
 from ..core.states import CatchUp, JobState, OutcomeResult
 from ..core.validation import require_aware
 from ..database import jobs_database
 from ..models import JobRecord, RecurringSchedule
 from ..registry import JobDefinition
-from ..worker.execution import Finished, Running, run_inline
+from ..worker.execution import Finished, Running, run_inline, settle, timed_out
 from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_schedules
 from .assertions import JobAssertions, definition_of, listing
 from .snapshots import JobSnapshot, ScheduleSnapshot, read_jobs, read_schedules
@@ -71,12 +71,21 @@ class RunSummary:
     dead_lettered: int = 0
     cancelled: int = 0
     quarantined: int = 0
+    #: Attempts that raised ``Snooze`` (Scheduled again, the attempt given back).
+    snoozed: int = 0
     minted: int = 0
 
     @property
     def ran(self) -> int:
         """Attempts run (every outcome counted above except ``minted``)."""
-        return self.succeeded + self.retried + self.dead_lettered + self.cancelled + self.quarantined
+        return (
+            self.succeeded
+            + self.retried
+            + self.dead_lettered
+            + self.cancelled
+            + self.quarantined
+            + self.snoozed
+        )
 
     def __add__(self, other: RunSummary) -> RunSummary:
         return RunSummary(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -173,6 +182,8 @@ class BackWaveHarness(JobAssertions):
         self._saved_clock: Callable[[], datetime] | None = None
         self._applied_settings: BackWaveSettings | None = None
         self._running: JobContext | None = None
+        #: Attempts still to time out, by wire name (see :meth:`time_out`).
+        self._timeouts: dict[str, int] = {}
 
     # --- Lifecycle ------------------------------------------------------------------------------
 
@@ -327,6 +338,22 @@ class BackWaveHarness(JobAssertions):
         later = [t for t in candidates if t >= self._now]
         return min(later) if later else None
 
+    # --- Making attempts time out -------------------------------------------------------------
+
+    def time_out(self, job: JobDefinition[Any, Any] | str, *, attempts: int = 1) -> None:
+        """Make the next ``attempts`` attempts of ``job`` run past their time limit, without waiting.
+
+        Each such attempt ends as a worker ends one whose handler is stopped at its ``timeout``:
+        a failure whose detail starts ``backwave_django.JobTimeout: timed out after {seconds}s``,
+        retried by the job's own policy (or dead-lettered at its ceiling). The handler is not run.
+        The job must have a timeout (``@job(timeout=...)``, ``.using(timeout=...)`` or
+        ``JOB_TIMEOUT``).
+        """
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
+        wire_name = definition_of(job).wire_name
+        self._timeouts[wire_name] = self._timeouts.get(wire_name, 0) + attempts
+
     # --- Schedules ------------------------------------------------------------------------------
 
     def upsert_schedule(
@@ -467,6 +494,15 @@ class BackWaveHarness(JobAssertions):
         would otherwise leave the transaction unusable (Django refuses further queries, PostgreSQL
         every statement), including the outcome's write. A broken attempt's writes are rolled back.
         """
+        claimed = running.claimed
+        if self._timeouts.get(claimed.wire_name):
+            self._timeouts[claimed.wire_name] -= 1
+            if claimed.timeout is None:
+                raise RuntimeError(
+                    f"time_out({claimed.wire_name!r}) was asked for, but job {claimed.job_id} has no "
+                    "timeout: give it one (@job(timeout=...), .using(timeout=...) or JOB_TIMEOUT)"
+                )
+            return settle(timed_out(running, None, settings=get_settings(), now=self._now))
         using = jobs_database()
         protect = connections[using].in_atomic_block
         finished: Finished | None = None
@@ -543,5 +579,7 @@ def _leased_queues() -> list[str]:
 
 def _summarise(finished: Finished) -> RunSummary:
     """Count one applied outcome under the state it led to."""
+    if isinstance(finished.outcome, Snoozed):
+        return RunSummary(snoozed=1)
     state = outcome_effect(finished.outcome).state
     return RunSummary(**{_SUMMARY_FIELD[state]: 1})

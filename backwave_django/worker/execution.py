@@ -27,11 +27,21 @@ from django.db import close_old_connections
 
 from .. import clock
 from ..conf import BackWaveSettings
-from ..context import JobCancelled, JobContext
+from ..context import JobCancelled, JobContext, running_as
 from ..core.encoding import json_size
-from ..core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, OutcomeReport, Success, Unroutable
-from ..exceptions import OutputTooLarge
-from ..registry import AttemptHooks, NotRoutable, Routed, retry_policy, route
+from ..core.outcomes import (
+    Cancelled,
+    ClaimedJob,
+    Failure,
+    Outcome,
+    OutcomeReport,
+    Snoozed,
+    Success,
+    Unroutable,
+)
+from ..exceptions import Discard, JobTimeout, OutputTooLarge, Snooze
+from ..registry import AttemptHooks, NotRoutable, Routed, get, retry_policy, route
+from .timeouts import Deadline, Watchdog
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -41,7 +51,7 @@ _T = TypeVar("_T")
 _Call = tuple[Callable[..., None], tuple[Any, ...]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Running:
     """A job this worker holds a lease on and is executing."""
 
@@ -52,6 +62,17 @@ class Running:
     abandoned: bool = False
     #: The adapter's view of this attempt, when the job's definition has execution hooks.
     attempt_hooks: AttemptHooks | None = None
+    #: The attempt's time limit while its handler runs (None: the job has no timeout).
+    deadline: Deadline | None = None
+    #: Set once the attempt's outcome is decided: a later one (a handler that returns after it
+    #: was abandoned) is dropped.
+    finished: bool = False
+    #: The handler's thread was abandoned past its timeout's grace (and replaced).
+    thread_retired: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.deadline is not None and self.deadline.timed_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +85,18 @@ class Finished:
     failure_detail: str | None = None
 
     def report(self, worker_id: str) -> OutcomeReport:
-        """The fenced outcome write for this attempt, with the tags the handler added."""
+        """The fenced outcome write for this attempt, with the tags and progress the handler added."""
         claimed = self.running.claimed
+        context = self.running.context
         return OutcomeReport(
             job_id=claimed.job_id,
             worker_id=worker_id,
             attempt=claimed.attempt,
             outcome=self.outcome,
             failure_detail=self.failure_detail,
-            added_tags=self.running.context.added_tags,
+            added_tags=context.added_tags,
             output=self.output,
+            progress=context.take_unsaved_progress(),
         )
 
 
@@ -135,17 +158,50 @@ def success(running: Running, result: Any, *, settings: BackWaveSettings, now: d
 def from_exception(
     running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime
 ) -> Finished:
-    """Only a cancellation after an operator's cancel request is Cancelled; anything else fails."""
-    cancelled = isinstance(exc, JobCancelled | asyncio.CancelledError)
-    if cancelled and running.context.cancel_requested:
+    """What a raised exception makes of the attempt.
+
+    Past its time limit: a timeout failure. ``Snooze``: Scheduled again, the attempt given back.
+    ``Discard``, or an exception ``discard_on`` names (or ``retry_on`` does not): Dead-Lettered at
+    once. A cancellation after an operator's cancel request: Cancelled. Anything else: a failure,
+    retried by the job's policy.
+    """
+    if running.timed_out or isinstance(exc, JobTimeout):
+        return timed_out(running, exc, settings=settings, now=now)
+    if isinstance(exc, Snooze):
+        return Finished(running, Snoozed(next_due_time=now + exc.delay))
+    if isinstance(exc, JobCancelled | asyncio.CancelledError) and running.context.cancel_requested:
         return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
-    return failure(running, exc, settings=settings, now=now)
+    if isinstance(exc, Discard):
+        return Finished(
+            running, Failure(next_due_time=None, error=exc.reason), failure_detail=failure_detail(exc)
+        )
+    definition = get(running.claimed.wire_name)
+    discard = definition is not None and definition.discards(exc)
+    return failure(running, exc, settings=settings, now=now, discard=discard)
 
 
-def failure(running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime) -> Finished:
-    """A Failure due again by the job's retry policy (or the settings'); at the ceiling it dead-letters."""
+def timed_out(
+    running: Running, exc: BaseException | None, *, settings: BackWaveSettings, now: datetime
+) -> Finished:
+    """The failure of an attempt stopped at its time limit: ``timed out after {seconds}s``, with
+    the traceback of where the handler was (when it stopped at all)."""
+    seconds = running.claimed.timeout
+    message = f"timed out after {seconds:g}s" if seconds is not None else (str(exc) if exc else "timed out")
+    stopped = JobTimeout(message)
+    if exc is not None:
+        stopped = stopped.with_traceback(exc.__traceback__)
+    return failure(running, stopped, settings=settings, now=now)
+
+
+def failure(
+    running: Running, exc: BaseException, *, settings: BackWaveSettings, now: datetime, discard: bool = False
+) -> Finished:
+    """A Failure due again by the job's own retry policy; at the ceiling (or ``discard``) it dead-letters."""
     claimed = running.claimed
-    retry_at = retry_policy(claimed.wire_name, settings.retry).next_attempt_at(claimed.attempt, now)
+    retry_at = None
+    if not discard:
+        policy = retry_policy(claimed.wire_name, claimed.max_attempts, claimed.backoff, settings.retry)
+        retry_at = policy.next_attempt_at(claimed.attempt, now)
     return Finished(
         running,
         Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
@@ -165,6 +221,9 @@ class JobThreads:
     quick calls costs one wake-up, not one per call. The calls report their own outcome (see
     :meth:`Executor._run_sync`), so nothing waits on them. Threads are daemons: :meth:`shutdown`
     drops calls not yet started and lets running ones finish in the background.
+
+    A thread stuck in a handler that was abandoned is :meth:`retire`\\ d: a new thread takes its
+    place at once, and the stuck one exits if its call ever returns.
     """
 
     def __init__(self, size: int) -> None:
@@ -174,11 +233,17 @@ class JobThreads:
         self.idle = 0
         self.waking = False
         self.stopped = False
-        self.threads = [
-            threading.Thread(target=self._serve, name=f"backwave-job-{n}", daemon=True) for n in range(size)
-        ]
-        for thread in self.threads:
-            thread.start()
+        self.retired: set[int] = set()
+        self.started = 0
+        self.threads: list[threading.Thread] = []
+        for _ in range(size):
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(target=self._serve, name=f"backwave-job-{self.started}", daemon=True)
+        self.started += 1
+        self.threads.append(thread)
+        thread.start()
 
     def submit_many(self, calls: list[_Call]) -> None:
         if not calls:
@@ -186,6 +251,14 @@ class JobThreads:
         with self.lock:
             self.calls.extend(calls)
             self._wake_one()
+
+    def retire(self, thread_id: int) -> None:
+        """Replace a thread stuck in an abandoned call; it exits if the call ever returns."""
+        with self.lock:
+            self.retired.add(thread_id)
+            if self.stopped:
+                return
+        self._start_thread()
 
     def shutdown(self) -> None:
         with self.lock:
@@ -195,6 +268,9 @@ class JobThreads:
 
     def _next(self) -> _Call | None:
         with self.lock:
+            if threading.get_ident() in self.retired:
+                self.retired.discard(threading.get_ident())
+                return None  # its place was taken while it was stuck
             while not self.calls and not self.stopped:
                 self.idle += 1
                 try:
@@ -225,23 +301,32 @@ class JobThreads:
 
 
 class Executor:
-    """Runs handlers for the pump: threads for sync handlers, one event loop for async ones."""
+    """Runs handlers for the pump: threads for sync handlers, one event loop for async ones.
+
+    Exactly one outcome per attempt reaches ``on_finished``. Jobs with a ``timeout`` are watched
+    by a :class:`~backwave_django.worker.timeouts.Watchdog` (started with the first such job).
+    ``abandoned_threads`` counts the sync handlers abandoned past their grace that are still stuck.
+    """
 
     def __init__(
         self, *, concurrency: int, settings: BackWaveSettings, on_finished: Callable[[Finished], None]
     ) -> None:
         self.settings = settings
-        # Every outcome passes its attempt's execution hooks (if any) on the way to the pump.
-        self.on_finished: Callable[[Finished], None] = lambda finished: on_finished(settle(finished))
+        self.report: Callable[[Finished], None] = on_finished
         self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
         self.loop_thread.start()
+        self.watchdog: Watchdog | None = None
+        self.abandoned_threads = 0
+        self.abandoned_lock = threading.Lock()
 
     def start_many(self, batch: list[Running]) -> None:
         """Route and start a claimed batch: sync handlers go to the job threads in one hand-off."""
         sync_calls: list[_Call] = []
         for running in batch:
+            if running.claimed.cancel_requested:
+                running.context.request_cancel()  # a retried job whose cancel flag is still raised
             routed = route_claimed(running)
             if isinstance(routed, Finished):
                 self.on_finished(routed)
@@ -251,6 +336,15 @@ class Executor:
             else:
                 sync_calls.append((self._run_sync, (running, routed)))
         self.threads.submit_many(sync_calls)
+
+    def on_finished(self, finished: Finished) -> None:
+        """Pass an attempt's first outcome on, through its execution hooks; drop any later one."""
+        running = finished.running
+        with self.abandoned_lock:
+            if running.finished:
+                return
+            running.finished = True
+        self.report(settle(finished))
 
     def cancel(self, running: Running) -> None:
         """Deliver a cancel request: raise the flag, and cancel an async handler's task."""
@@ -265,18 +359,72 @@ class Executor:
             logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
             self.on_finished(self._failure(running, exc))
 
+    # --- Time limits ----------------------------------------------------------------------------
+
+    def _watch(
+        self, running: Running, *, thread_id: int | None, cancel_task: Callable[[], None] | None
+    ) -> None:
+        """Start the attempt's clock (only jobs with a ``timeout`` get here)."""
+        seconds = running.claimed.timeout
+        assert seconds is not None
+        running.deadline = Deadline(seconds=seconds, thread_id=thread_id, cancel_task=cancel_task)
+        if self.watchdog is None:
+            self.watchdog = Watchdog(
+                grace=self.settings.timeout_grace.total_seconds(), on_abandon=self._abandon
+            )
+        self.watchdog.watch(running.deadline, running)
+
+    def _cancel_task(self, running: Running) -> None:
+        if running.task is not None:
+            self.loop.call_soon_threadsafe(running.task.cancel)
+
+    def _abandon(self, running: Running) -> None:
+        """From the watchdog: a handler still running ``TIMEOUT_GRACE`` after its timeout. Report
+        its timeout failure now, free its slot and replace its thread."""
+        claimed = running.claimed
+        deadline = running.deadline
+        logger.error(
+            "Job %s %s (attempt %d) did not stop within %.0f s of its %g s timeout; abandoning its %s",
+            claimed.wire_name,
+            claimed.job_id,
+            claimed.attempt,
+            self.settings.timeout_grace.total_seconds(),
+            claimed.timeout or 0,
+            "thread" if deadline is not None and deadline.thread_id is not None else "task",
+        )
+        if deadline is not None and deadline.thread_id is not None:
+            with self.abandoned_lock:
+                self.abandoned_threads += 1
+                running.thread_retired = True
+            self.threads.retire(deadline.thread_id)
+        self.on_finished(timed_out(running, None, settings=self.settings, now=clock.now()))
+
+    # --- Running handlers -----------------------------------------------------------------------
+
     def _run_sync(self, running: Running, routed: Routed) -> None:
         try:
             finished = self._call_sync(running, routed)
         except BaseException as exc:  # a bug in the wrapper itself: never leave the job without an outcome
             logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
             finished = self._failure(running, exc)
+        with self.abandoned_lock:
+            if running.thread_retired:  # abandoned, and back at last: no longer stuck
+                running.thread_retired = False
+                self.abandoned_threads -= 1
         self.on_finished(finished)
 
     def _call_sync(self, running: Running, routed: Routed) -> Finished:
         close_old_connections()
         try:
-            result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
+            arguments = handler_arguments(running, routed)
+            with running_as(running.context):
+                if running.claimed.timeout is not None:
+                    self._watch(running, thread_id=threading.get_ident(), cancel_task=None)
+                try:
+                    result = routed.definition.func(*arguments, **routed.kwargs)
+                finally:
+                    if running.deadline is not None:
+                        running.deadline.disarm()
         except BaseException as exc:
             return self._from_exception(running, exc)
         else:
@@ -292,10 +440,19 @@ class Executor:
                 arguments = await self._off_loop(handler_arguments, running, routed)
             else:
                 arguments = handler_arguments(running, routed)
-            running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
+            with running_as(running.context):  # the task created below copies this context
+                running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
+            if running.claimed.timeout is not None:
+                self._watch(
+                    running, thread_id=None, cancel_task=functools.partial(self._cancel_task, running)
+                )
             if running.context.cancel_requested:
                 running.task.cancel()
-            result = await running.task
+            try:
+                result = await running.task
+            finally:
+                if running.deadline is not None:
+                    running.deadline.disarm()
         except BaseException as exc:
             finished = self._from_exception(running, exc)
         else:
@@ -327,6 +484,8 @@ class Executor:
         return failure(running, exc, settings=self.settings, now=clock.now())
 
     def shutdown(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
         self.threads.shutdown()
         self.loop.call_soon_threadsafe(self.loop.stop)
 
@@ -335,16 +494,18 @@ def run_inline(running: Running, *, settings: BackWaveSettings, now: datetime) -
     """Route and run one claimed job to completion on the calling thread; ``now`` stamps a retry.
 
     The test harness's pump: the same routing and outcome rules as the :class:`Executor`, without
-    its threads. An ``async def`` handler runs under ``asyncio.run``, so this must not be called
-    from a running event loop.
+    its threads (and without time limits: the harness decides when an attempt times out, see
+    ``BackWaveHarness.time_out``). An ``async def`` handler runs under ``asyncio.run``, so this
+    must not be called from a running event loop.
     """
     routed = route_claimed(running)
     if isinstance(routed, Finished):
         return routed
     try:
-        result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
-        if routed.definition.is_async:
-            result = asyncio.run(result)
+        with running_as(running.context):
+            result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
+            if routed.definition.is_async:
+                result = asyncio.run(result)
     except BaseException as exc:
         return settle(from_exception(running, exc, settings=settings, now=now))
     return settle(success(running, result, settings=settings, now=now))

@@ -1,7 +1,8 @@
-"""Wake-up hints: PostgreSQL ``LISTEN`` on a dedicated connection.
+"""Wake-up hints and cancel requests: PostgreSQL ``LISTEN`` on a dedicated connection.
 
 Hints are an optimisation only: they may be lost, duplicated or late, and correctness comes
-from polling. On other databases there is nothing to listen to and the worker simply polls.
+from polling (wake-ups) and from the heartbeats (cancel requests, which also carry the flag).
+On other databases there is nothing to listen to and the worker simply polls.
 """
 
 from __future__ import annotations
@@ -20,12 +21,21 @@ RECONNECT_DELAY_SECONDS = 5.0
 
 
 class HintListener:
-    """Calls ``wake()`` whenever a hint names one of ``queues``; reconnects after any error."""
+    """Calls ``wake()`` whenever a hint names one of ``queues`` and ``cancel(job_id)`` for each
+    cancel request; reconnects after any error."""
 
-    def __init__(self, *, using: str, queues: Collection[str], wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        using: str,
+        queues: Collection[str],
+        wake: Callable[[], None],
+        cancel: Callable[[str], None] | None = None,
+    ) -> None:
         self.using = using
         self.queues = frozenset(queues)
         self.wake = wake
+        self.cancel = cancel
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
 
@@ -54,11 +64,16 @@ class HintListener:
             try:
                 with psycopg.connect(**params, autocommit=True) as connection:
                     connection.execute(f"LISTEN {store.HINT_CHANNEL}")
+                    if self.cancel is not None:
+                        connection.execute(f"LISTEN {store.CANCEL_CHANNEL}")
                     logger.debug("Listening for wake-up hints on %s", store.HINT_CHANNEL)
                     self.wake()  # anything enqueued while we were not listening
                     while not self.stopping.is_set():
                         for notice in connection.notifies(timeout=1.0):
-                            if notice.payload in self.queues:
+                            if notice.channel == store.CANCEL_CHANNEL:
+                                if self.cancel is not None:
+                                    self.cancel(notice.payload)
+                            elif notice.payload in self.queues:
                                 self.wake()
             except Exception as exc:
                 if self.stopping.is_set():

@@ -26,7 +26,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
@@ -38,12 +38,13 @@ from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.dispatch import Dispatch
-from ..core.outcomes import ClaimedJob, Failure, Success
+from ..core.outcomes import ClaimedJob
 from ..core.states import OutcomeResult
 from ..database import jobs_database
 from .execution import Executor, Finished, Running
 from .hints import HintListener
 from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
+from .writer import OutcomeWriter, WriteDone, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -59,6 +60,11 @@ CLAIM_LINGER_SECONDS = 0.020
 UNWRITTEN_SLOTS_FACTOR = 2
 #: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
 STALE_WORKER_HEARTBEATS = 5
+#: Running jobs' progress is written at most this often (each job's latest value).
+PROGRESS_INTERVAL_SECONDS = 1.0
+#: The exit status of a worker that stopped because too many handlers were stuck past their
+#: timeout: its process manager (or ``--processes``) starts a fresh one.
+EXIT_RECYCLE = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,59 +80,6 @@ class WorkerOptions:
 def make_worker_id(name: str | None) -> str:
     """``{name or host}:{pid}:{random}``."""
     return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
-
-
-class OutcomeWriter:
-    """Writes outcome batches on a thread of its own, so the next claim overlaps the last write.
-
-    Django gives each thread its own connection, so the write is its own transaction beside the
-    pump's claims. One batch at a time: outcomes that finish meanwhile wait in the pump's outbox
-    and go together in the next batch. A batch comes back through ``on_done`` with its results, or
-    with the exception that stopped it (the pump keeps the outcomes and retries, or re-raises).
-    """
-
-    def __init__(self, using: str, worker_id: str, on_done: Callable[[WriteDone], None]) -> None:
-        self.using = using
-        self.worker_id = worker_id
-        self.on_done = on_done
-        self.batches: queue.SimpleQueue[list[Finished] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._serve, name="backwave-outcomes", daemon=True)
-        self.thread.start()
-
-    def submit(self, batch: list[Finished]) -> None:
-        self.batches.put(batch)
-
-    def stop(self) -> None:
-        self.batches.put(None)
-        self.thread.join(timeout=30)
-
-    def _serve(self) -> None:
-        try:
-            while (batch := self.batches.get()) is not None:
-                try:
-                    reports = [finished.report(self.worker_id) for finished in batch]
-                    results = store.report_outcomes(reports, now=clock.now())
-                except BaseException as exc:
-                    if isinstance(exc, DatabaseError | InterfaceError):
-                        connections[self.using].close()  # this thread's connection: reconnect next time
-                    self.on_done(WriteDone(batch, None, exc))
-                else:
-                    self.on_done(WriteDone(batch, results, None))
-        finally:
-            connections.close_all()
-
-
-@dataclass(frozen=True, slots=True)
-class WriteDone:
-    batch: list[Finished]
-    results: list[OutcomeResult] | None
-    error: BaseException | None
-
-
-def concurrent_writers(using: str) -> bool:
-    """Whether a second connection can write beside the pump's: not on SQLite, which has one writer
-    at a time (a second connection would only wait for the lock)."""
-    return connections[using].vendor != "sqlite"
 
 
 class Worker:
@@ -165,6 +118,12 @@ class Worker:
             concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
         )
         self.hints: HintListener | None = None
+        #: Cancel requests heard on the hint connection (job ids), delivered by the pump.
+        self.cancel_hints: queue.SimpleQueue[str] = queue.SimpleQueue()
+        #: Set by a handler's ``set_progress``; the pump writes progress at most once a second.
+        self.progress_pending = False
+        self.next_progress = 0.0
+        self.exit_code = 0
 
     # --- Lifecycle ----------------------------------------------------------------------------
 
@@ -209,7 +168,13 @@ class Worker:
                 self._collect_written()
                 if self._flush_due():
                     self._flush_outcomes()
+                self._deliver_cancel_hints()
+                if self._too_many_stuck():
+                    break
                 now_mono = time.monotonic()
+                if self.progress_pending and now_mono >= self.next_progress:
+                    self._guarded(self._write_progress)
+                    self.next_progress = now_mono + PROGRESS_INTERVAL_SECONDS
                 if now_mono >= self.next_heartbeat:
                     self._guarded(self._heartbeat)
                     self.next_heartbeat = now_mono + self.settings.heartbeat_interval.total_seconds()
@@ -226,7 +191,7 @@ class Worker:
                 self._sleep()
         finally:
             self._stop()
-        return 0
+        return self.exit_code
 
     def _register(self) -> bool:
         """Register this worker and apply the settings' queues and schedules (idempotent)."""
@@ -246,7 +211,9 @@ class Worker:
         if concurrent_writers(self.using):
             self.writer = OutcomeWriter(self.using, self.worker_id, self._on_written)
         if HintListener.available(self.using):
-            self.hints = HintListener(using=self.using, queues=self.queues, wake=self._hint)
+            self.hints = HintListener(
+                using=self.using, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
+            )
             self.hints.start()
         logger.info(
             "Worker %s started: queues %s, concurrency %d%s",
@@ -300,15 +267,36 @@ class Worker:
         )
 
     def _release_running(self) -> None:
+        """Give back the leases of the jobs still running: Scheduled again, due now, for any worker,
+        without spending an attempt (``store.release_leases``)."""
         job_ids = [r.claimed.job_id for r in self.running.values()]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
         )
         logger.warning(
-            "Shutdown timeout: released %s lease(s) of job(s) still running; "
-            "the next expiry sweep retries them",
+            "Released %s lease(s) of job(s) still running; they are due again now, for any worker",
             released,
         )
+
+    def _too_many_stuck(self) -> bool:
+        """More handlers stuck past their timeout's grace than slots: give the others' leases back
+        and stop with ``EXIT_RECYCLE``, so that a fresh process takes this one's place."""
+        stuck = self.executor.abandoned_threads
+        if stuck <= self.options.concurrency:
+            return False
+        logger.error(
+            "Worker %s has %d handler thread(s) stuck past their timeout (concurrency %d); "
+            "releasing its other jobs and exiting for a fresh process to take over",
+            self.worker_id,
+            stuck,
+            self.options.concurrency,
+        )
+        self.stopping = True
+        self.exit_code = EXIT_RECYCLE
+        self._drain_finished()
+        if self.running:
+            self._release_running()
+        return True
 
     # --- One pass -----------------------------------------------------------------------------
 
@@ -373,6 +361,39 @@ class Worker:
     def _hint(self) -> None:
         self.hinted = True
         self.wakeup.set()
+
+    def _cancel_hint(self, job_id: str) -> None:
+        """From the hint listener: an operator asked a job to stop (maybe one of ours)."""
+        self.cancel_hints.put(job_id)
+        self.wakeup.set()
+
+    def _deliver_cancel_hints(self) -> None:
+        while True:
+            try:
+                text = self.cancel_hints.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                running = self.running.get(uuid.UUID(text))
+            except ValueError:
+                continue
+            if running is not None and not running.context.cancel_requested:
+                logger.info("Cancel requested for %s %s", running.claimed.wire_name, text)
+                self.executor.cancel(running)
+
+    def _on_progress(self) -> None:
+        """From a handler's ``set_progress``: write it with the next progress round."""
+        self.progress_pending = True
+
+    def _write_progress(self) -> None:
+        self.progress_pending = False
+        updates = []
+        for running in self.running.values():
+            progress = running.context.take_unsaved_progress()
+            if progress is not None:
+                updates.append((running.claimed.job_id, running.claimed.attempt, progress))
+        if updates:
+            store.record_progress(worker_id=self.worker_id, progress=updates, now=clock.now())
 
     def _on_finished(self, finished: Finished) -> None:
         """From the job threads: queue the outcome, and wake the pump only when it has something
@@ -462,43 +483,7 @@ class Worker:
 
     def _logged(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
         for finished, result in zip(batch, results, strict=True):
-            self._log_outcome(finished, result)
-
-    def _log_outcome(self, finished: Finished, result: OutcomeResult) -> None:
-        claimed = finished.running.claimed
-        outcome = finished.outcome
-        if result is OutcomeResult.STALE_LEASE:
-            logger.warning(
-                "Outcome of %s %s (attempt %d) was fenced off: the lease was lost",
-                claimed.wire_name,
-                claimed.job_id,
-                claimed.attempt,
-            )
-        elif isinstance(outcome, Failure) and outcome.next_due_time is None:
-            logger.error(
-                "Job %s %s dead-lettered on attempt %d: %s",
-                claimed.wire_name,
-                claimed.job_id,
-                claimed.attempt,
-                outcome.error,
-            )
-        elif isinstance(outcome, Failure):
-            logger.info(
-                "Job %s %s failed on attempt %d (%s); retry at %s",
-                claimed.wire_name,
-                claimed.job_id,
-                claimed.attempt,
-                outcome.error,
-                outcome.next_due_time.isoformat() if outcome.next_due_time else "-",
-            )
-        else:
-            logger.debug(
-                "Job %s %s attempt %d: %s",
-                claimed.wire_name,
-                claimed.job_id,
-                claimed.attempt,
-                "succeeded" if isinstance(outcome, Success) else type(outcome).__name__,
-            )
+            log_outcome(finished, result)
 
     def _heartbeat(self) -> None:
         now = clock.now()
@@ -572,6 +557,7 @@ class Worker:
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:
         context = JobContext(job_id=job.job_id, attempt=job.attempt, wire_name=job.wire_name, queue=job.queue)
+        context.on_progress = self._on_progress
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
         self.started_jobs += 1
@@ -589,5 +575,7 @@ class Worker:
             timeout = min(timeout, max(flush_at - now_mono, 0.0))
         if self.running and self._free_slots() > 0 and not self.stopping:
             timeout = min(timeout, max(self._next_partial_claim() - now_mono, 0.0))
+        if self.progress_pending:
+            timeout = min(timeout, max(self.next_progress - now_mono, 0.0))
         self.wakeup.wait(timeout)
         self.wakeup.clear()

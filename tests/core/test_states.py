@@ -36,7 +36,7 @@ def test_dependency_mode_defaults_to_on_success():
     assert DependencyMode.ON_ANY_TERMINAL.value == 1
 
 
-def test_legal_edge_table_has_the_fourteen_rows_of_the_spec():
+def test_legal_edge_table_has_the_fourteen_documented_rows():
     assert len(LEGAL_EDGES) == 14
     assert is_legal_edge(None, JobState.CANCELLED)
     assert is_legal_edge(JobState.QUARANTINED, JobState.SCHEDULED)

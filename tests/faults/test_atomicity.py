@@ -212,7 +212,7 @@ def test_a_lease_expiry_sweep_that_fails_part_way_disposes_of_nothing():
     child = enqueue(parents=[parent])
     assert len(lease(queue="p", now=T0 + timedelta(seconds=1))) == 2
     # Give `parent` its last attempt so the sweep dead-letters it and cancels its child.
-    JobRecord.objects.filter(job_id=parent).update(attempt=RETRY_NOW.max_attempts)
+    JobRecord.objects.filter(job_id=parent).update(attempt=row(parent).max_attempts)
     expired = T0 + timedelta(seconds=1) + LEASE
     with failpoint(JobTransition, when=f"NEW.job_id = {_seq(child)}"):
         _fails_and_changes_nothing(store.expire_leases, now=expired, queues=["p"], retry=RETRY_NOW)

@@ -135,10 +135,10 @@ def test_cancel_of_a_running_parent_waits_for_its_outcome():
 
 
 def test_lease_expiry_at_the_ceiling_cascades():
-    parent = enqueue(queue="p")
+    parent = enqueue(queue="p", max_attempts=1)
     child = enqueue(parents=[parent])
     lease(queue="p")
-    store.expire_leases(now=T0 + LEASE, queues=["p"], retry=RetryPolicy(max_attempts=1))
+    store.expire_leases(now=T0 + LEASE, queues=["p"], retry=RetryPolicy())
     assert row(child).terminal_cause == "parent-failure:DeadLettered"
 
 

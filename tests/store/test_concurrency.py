@@ -374,7 +374,7 @@ def test_limit_set_while_claimers_run_holds_once_the_earlier_leases_are_reported
 def test_concurrent_expiry_sweeps_dispose_each_lease_exactly_once():
     policy = RetryPolicy(max_attempts=2, backoff=[1])
     queue = "sweep"
-    enqueue_many(120, queue=queue)
+    enqueue_many(120, queue=queue, max_attempts=2, backoff=[1])
     # 60 jobs take a first attempt that expires, so their next lease is their last one.
     first = store.claim(worker_id="setup", queues=[queue], max_jobs=32, lease_duration=LEASE, now=T0)
     first += store.claim(worker_id="setup", queues=[queue], max_jobs=28, lease_duration=LEASE, now=T0)

@@ -76,7 +76,7 @@ def test_expiry_with_a_retry_left_reschedules_at_the_same_attempt():
 
 
 def test_expiry_at_the_ceiling_dead_letters_with_the_exact_cause():
-    job_id = enqueue()
+    job_id = enqueue(max_attempts=2)
     lease()
     store.expire_leases(now=EXPIRED, queues=["default"], retry=TWO_ATTEMPTS)
     lease(now=EXPIRED + timedelta(seconds=60))
@@ -124,6 +124,33 @@ def test_expiry_keeps_the_cancel_flag_and_the_late_report_is_fenced():
     store.expire_leases(now=EXPIRED, queues=["default"], retry=TWO_ATTEMPTS)
     assert row(job_id).cancel_requested
     assert report(job_id, Failure(next_due_time=None, error="late"), now=EXPIRED).name == "STALE_LEASE"
+
+
+def test_expiry_judges_each_job_by_its_own_stored_policy():
+    # The sweep's policy only stands in for what a row does not store: a job declared with one
+    # attempt dead-letters when its worker dies, whatever the settings allow.
+    once = enqueue(max_attempts=1)
+    own_backoff = enqueue(max_attempts=3, backoff=[5])
+    lease(max_jobs=2)
+    assert store.expire_leases(now=EXPIRED, queues=["default"], retry=RetryPolicy(max_attempts=10)) == 2
+    assert (row(once).state, row(once).terminal_cause) == (
+        JobState.DEAD_LETTERED,
+        "Lease expired on attempt 1 (attempt ceiling reached).",
+    )
+    assert (row(own_backoff).state, row(own_backoff).due_time) == (
+        JobState.SCHEDULED,
+        EXPIRED + timedelta(seconds=5),
+    )
+
+
+def test_rows_without_a_stored_policy_take_the_sweeps_policy():
+    from backwave_django.models import JobRecord
+
+    job_id = enqueue()
+    JobRecord.objects.filter(job_id=job_id).update(max_attempts=None)  # a row older than the column
+    lease()
+    store.expire_leases(now=EXPIRED, queues=["default"], retry=RetryPolicy(max_attempts=1))
+    assert row(job_id).state == JobState.DEAD_LETTERED
 
 
 def test_expire_leases_refuses_malformed_arguments():

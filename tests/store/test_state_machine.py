@@ -6,7 +6,7 @@ purge) on the real database. Every step is checked two ways:
 
 * **Exactly**: before each operation the test snapshots the whole store (rows, transition log,
   edges, tags, audit, queue settings) and computes what the operation must do from the
-  specification alone: the direct effect on its targets and, for every job that becomes
+  documented rules alone (docs/concepts.md, docs/store.md): the direct effect on its targets and, for every job that becomes
   terminal, the dependency cascade (resolved in sequence order, which is topological). The
   snapshot taken afterwards must equal that expectation, and nothing else may change.
 * **Structurally**, over the whole database: every job's transition log is a chain of legal
@@ -375,6 +375,7 @@ class StoreMachine(RuleBasedStateMachine):
             parents=tuple(parents),
             mode=mode,
             tags=tuple(tags),
+            max_attempts=POLICY.max_attempts,
         )
         result = store.enqueue(job, now=now)
         exp = Expect()

@@ -17,7 +17,7 @@ from backwave_django.core.outcomes import ClaimedJob, Success
 from backwave_django.core.states import OutcomeResult
 from backwave_django.worker import Worker, WorkerOptions
 from backwave_django.worker.execution import Finished, JobThreads, Running
-from backwave_django.worker.pump import WriteDone
+from backwave_django.worker.writer import WriteDone
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 

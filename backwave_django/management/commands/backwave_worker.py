@@ -76,7 +76,7 @@ class Command(BaseCommand):
             type=_seconds,
             default=30.0,
             help="Seconds to wait for running jobs after SIGTERM/SIGINT; jobs still running then are "
-            "released by expiring their leases (default 30).",
+            "given back (Scheduled again, due now, no attempt spent; default 30).",
         )
 
     def _dispatch(self, options: dict[str, Any]) -> Dispatch:
@@ -134,9 +134,9 @@ class Command(BaseCommand):
         code = worker.run()
         sys.stdout.flush()
         sys.stderr.flush()
-        if worker.running:
-            # Handler threads still running after the shutdown timeout: their leases were
-            # released; do not wait for them at interpreter exit.
+        if worker.running or worker.executor.abandoned_threads:
+            # Handler threads still running after the shutdown timeout (their leases were
+            # released), or stuck past their timeout: do not wait for them at interpreter exit.
             logging.shutdown()
             import os
 
