@@ -43,7 +43,8 @@ class JobRecord(models.Model):
     next_ordinal = models.PositiveIntegerField(default=0)
     #: The job's own retry ceiling, resolved at enqueue (null on rows older than the column: the
     #: settings' RETRY). Raised by one when an attempt is given back (a snooze, a graceful release).
-    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    #: A plain integer column: a CHECK constraint would make adding it scan a large table.
+    max_attempts = models.IntegerField(null=True, blank=True)
     #: The job's backoff in seconds (the last entry repeats); null: the settings' RETRY backoff.
     backoff = models.JSONField(null=True, blank=True)
     #: Seconds a handler may run before it is stopped; null: no limit.
@@ -236,7 +237,7 @@ class RecurringSchedule(models.Model):
     #: Declared in BACKWAVE["SCHEDULES"]: workers remove it once it is no longer declared there.
     declared_in_settings = models.BooleanField(default=False)
     #: The policy every minted instance is stored with (null: the settings' at each mint).
-    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    max_attempts = models.IntegerField(null=True, blank=True)
     backoff = models.JSONField(null=True, blank=True)
     timeout = models.FloatField(null=True, blank=True)
 

@@ -247,7 +247,7 @@ class OutcomeReport:
             raise TypeError(f"attempt must be an int, got {type(self.attempt).__name__}")
         if not isinstance(self.outcome, OUTCOME_TYPES):
             raise TypeError(
-                "outcome must be Success(), Failure(...), Cancelled(...) or Unroutable(...), "
+                "outcome must be Success(), Failure(...), Snoozed(...), Cancelled(...) or Unroutable(...), "
                 f"got {type(self.outcome).__name__}"
             )
         if self.failure_detail is not None:

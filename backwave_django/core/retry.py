@@ -95,10 +95,15 @@ def job_retry_policy(
     backoff) where not. The one way every retry decision works out a job's policy."""
     if max_attempts is None and backoff is None:
         return default
-    return RetryPolicy(
-        max_attempts=default.max_attempts if max_attempts is None else max_attempts,
+    ceiling = default.max_attempts if max_attempts is None else max_attempts
+    policy = RetryPolicy(
+        max_attempts=min(ceiling, MAX_ATTEMPT_CEILING),
         backoff=default.backoff if backoff is None else list(backoff),
     )
+    # A stored ceiling may have grown past what a declaration allows (every snooze and graceful
+    # release gives an attempt back): it is honoured as stored.
+    object.__setattr__(policy, "max_attempts", ceiling)
+    return policy
 
 
 def ceiling_given_back(max_attempts: int | None, default: RetryPolicy) -> int:

@@ -34,6 +34,9 @@ _JOB_COLUMNS = (
     "cancel_requested",
     "output",
     "schedule_id",
+    "max_attempts",
+    "timeout",
+    "progress",
 )
 
 
@@ -66,6 +69,11 @@ class JobSnapshot:
     payload: Any
     output: Any
     schedule_id: str | None
+    #: The job's stored retry ceiling (raised by one per snooze) and time limit in seconds.
+    max_attempts: int | None = None
+    timeout: float | None = None
+    #: The last progress its handler recorded (``{"done", "total", "note", "at"}``), or None.
+    progress: Any = None
     #: Labels as strings, keyed tags as ``(key, value)``, sorted.
     tags: tuple[Tag, ...]
     #: The transition log, oldest first (empty when ``HISTORY`` is off).
@@ -191,6 +199,9 @@ def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
             payload=payload,
             output=output,
             schedule_id=schedule_id,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            progress=progress,
             tags=tuple(sorted(tags.get(sequence, ()), key=_tag_order)),
             transitions=tuple(transitions.get(sequence, ())),
         )
@@ -209,6 +220,9 @@ def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
             cancel_requested,
             output,
             schedule_id,
+            max_attempts,
+            timeout,
+            progress,
         ) in rows
     ]
 

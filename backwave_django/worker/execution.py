@@ -475,6 +475,8 @@ class Executor:
         return await self.loop.run_in_executor(None, call)
 
     def _success(self, running: Running, result: Any) -> Finished:
+        if running.timed_out:  # it caught its JobTimeout (or cancellation) and returned anyway
+            return timed_out(running, None, settings=self.settings, now=clock.now())
         return success(running, result, settings=self.settings, now=clock.now())
 
     def _from_exception(self, running: Running, exc: BaseException) -> Finished:

@@ -65,9 +65,11 @@ def sync_schedules(settings: BackWaveSettings, *, now: datetime) -> list[str]:
 def settings_schedule_spec(schedule_id: str, options: Mapping[str, Any]) -> ScheduleSpec:
     """The :class:`ScheduleSpec` of one ``BACKWAVE["SCHEDULES"]`` entry (validated by the checks).
 
-    The queue defaults to the job's own queue, or ``default`` when the job is not registered here.
+    The queue defaults to the job's own queue, or ``default`` when the job is not registered here;
+    the instances' policy (ceiling, backoff, time limit) is the job's own, as for an enqueue.
     """
     definition = get(options["job"])
+    max_attempts, backoff, timeout = definition.stored_policy() if definition else (None, None, None)
     return ScheduleSpec(
         schedule_id=schedule_id,
         cron=options["cron"],
@@ -77,6 +79,9 @@ def settings_schedule_spec(schedule_id: str, options: Mapping[str, Any]) -> Sche
         time_zone=options.get("time_zone"),
         catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
         no_overlap=bool(options.get("no_overlap", False)),
+        max_attempts=max_attempts,
+        backoff=backoff,
+        timeout=timeout,
     )
 
 

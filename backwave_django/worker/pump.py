@@ -263,7 +263,7 @@ class Worker:
             "Worker %s stopped after %d job(s)%s",
             self.worker_id,
             self.completed_jobs,
-            f"; {len(self.running)} still running were released to lease expiry" if self.running else "",
+            f"; {len(self.running)} still running were given back (due again now)" if self.running else "",
         )
 
     def _release_running(self) -> None:

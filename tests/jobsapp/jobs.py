@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from backwave_django import JobContext, job
+from backwave_django import Discard, JobContext, Snooze, current_job, job
 
 from . import harness_jobs  # noqa: F401  (the virtual-time harness tests' jobs register here too)
 
@@ -88,3 +88,77 @@ def weighted_b(path: str) -> None:
 @job("test.set-output", max_attempts=1)
 def set_output() -> object:
     return {1, 2}
+
+
+# --- Handlers that decide their outcome, run past their time limit, report progress ----------------
+
+
+@job("test.busy", queue="slow", max_attempts=2, backoff=[0])
+def busy(seconds: float, marker: str | None = None) -> str:
+    """Keeps the interpreter busy (so a timeout's asynchronous exception lands at once)."""
+    _mark(marker, "start")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sum(range(100))
+    return "finished"
+
+
+@job("test.blocked", queue="slow", max_attempts=1)
+def blocked(seconds: float) -> str:
+    """Blocked in C (a sleep): a timeout cannot interrupt it, only abandon it."""
+    time.sleep(seconds)
+    return "woke"
+
+
+@job("test.async-busy", queue="slow", max_attempts=2, backoff=[0])
+async def async_busy(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "finished"
+
+
+@job("test.snoozer", takes_context=True, max_attempts=1)
+def snoozer(ctx: JobContext, times: int, delay: float) -> int:
+    if ctx.attempt <= times:
+        raise Snooze(delay)
+    return ctx.attempt
+
+
+@job("test.discarder", max_attempts=5)
+def discarder(reason: str) -> None:
+    raise Discard(reason)
+
+
+@job("test.picky", max_attempts=5, backoff=[0], retry_on=[ConnectionError], discard_on=[LookupError])
+def picky(kind: str) -> None:
+    raise {"connection": ConnectionError, "lookup": KeyError, "value": ValueError}[kind](kind)
+
+
+@job("test.progress", queue="slow")
+def progress(steps: int, pause: float) -> str:
+    context = current_job()
+    assert context is not None
+    for step in range(1, steps + 1):
+        time.sleep(pause)
+        context.set_progress(step, steps, note=f"step {step}")
+    return "done"
+
+
+@job("test.watch-cancel", queue="slow")
+def watch_cancel(seconds: float) -> str:
+    """Loops until cancelled, with no context argument: it finds its job through current_job()."""
+    context = current_job()
+    assert context is not None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        context.raise_if_cancelled()
+        time.sleep(0.01)
+    return "never cancelled"
+
+
+@job("test.swallows-timeout", queue="slow")
+def swallows_timeout() -> str:
+    try:
+        while True:
+            sum(range(100))
+    except BaseException:  # a handler that catches everything, JobTimeout included
+        return "carried on"

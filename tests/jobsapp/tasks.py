@@ -55,3 +55,25 @@ async def async_double(x: int) -> int:
 def whoami(context: TaskContext) -> dict[str, object]:
     result = context.task_result
     return {"id": result.id, "attempt": context.attempt, "worker_ids": list(result.worker_ids)}
+
+
+@task(timeout=0.3, max_attempts=1)  # type: ignore[call-overload, untyped-decorator]
+def spins(seconds: float) -> str:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sum(range(100))
+    return "done"
+
+
+@task(discard_on=[LookupError])  # type: ignore[call-overload, untyped-decorator]
+def looks_up(key: str) -> None:
+    raise KeyError(key)
+
+
+@task
+def snoozes() -> None:
+    from backwave_django import Snooze
+
+    raise Snooze(60)

@@ -40,8 +40,16 @@ from hypothesis.stateful import (
 )
 
 from backwave_django import store
-from backwave_django.core.outcomes import Cancelled, Failure, NewJob, OutcomeReport, Success, Unroutable
-from backwave_django.core.retry import RetryPolicy
+from backwave_django.core.outcomes import (
+    Cancelled,
+    Failure,
+    NewJob,
+    OutcomeReport,
+    Snoozed,
+    Success,
+    Unroutable,
+)
+from backwave_django.core.retry import RetryPolicy, job_retry_policy
 from backwave_django.core.states import (
     CancelResult,
     DependencyMode,
@@ -91,6 +99,8 @@ ROW_FIELDS = (
     "output",
     "enqueued_at",
     "next_ordinal",
+    "max_attempts",
+    "progress",
 )
 TAG_CHOICES = ["vip", "batch", ("tenant", "acme"), ("tenant", "zeta")]
 PICK = st.integers(0, 10**6)
@@ -100,8 +110,10 @@ TARGET = st.one_of(PICK, PICK, PICK, PICK, st.none())
 PARENT_PICKS: st.SearchStrategy[list[int]] = st.one_of(st.just([]), st.lists(PICK, min_size=1, max_size=3))
 has_jobs = precondition(lambda self: bool(self.ever))
 OUTCOME_KINDS = st.sampled_from(
-    ["success", "success", "retry", "retry", "dead-letter", "cancelled", "unroutable"]
+    ["success", "success", "retry", "retry", "snooze", "dead-letter", "cancelled", "unroutable"]
 )
+#: What a handler reports as its progress, when it reports any (written with the outcome).
+PROGRESS = {"done": 1, "total": 2, "note": "half", "at": "2026-01-01T00:00:00Z"}
 
 
 # --- Snapshots --------------------------------------------------------------------------------
@@ -414,6 +426,8 @@ class StoreMachine(RuleBasedStateMachine):
                 "output": None,
                 "enqueued_at": now,
                 "next_ordinal": 1,
+                "max_attempts": POLICY.max_attempts,
+                "progress": None,
             }
             exp.entries[job_id] = [Entry(state, 0, frozenset({"enqueue"}))]
             exp.edges = {(p, job_id) for p in live}
@@ -559,8 +573,13 @@ class StoreMachine(RuleBasedStateMachine):
         if kind == "success":
             outcome: Any = Success()
         elif kind == "retry":
-            # The worker's retry policy decides: at the ceiling a failure dead-letters.
-            outcome = Failure(next_due_time=POLICY.next_attempt_at(max(attempt, 0), now), error="flaky")
+            # The job's own stored policy decides: at its ceiling a failure dead-letters.
+            row = self.db.rows.get(job)
+            ceiling = row["max_attempts"] if row is not None else None
+            policy = job_retry_policy(ceiling, None, POLICY)
+            outcome = Failure(next_due_time=policy.next_attempt_at(max(attempt, 0), now), error="flaky")
+        elif kind == "snooze":
+            outcome = Snoozed(next_due_time=now + timedelta(seconds=10))
         elif kind == "dead-letter":
             outcome = Failure(next_due_time=None, error="fatal")
         elif kind == "cancelled":
@@ -575,6 +594,7 @@ class StoreMachine(RuleBasedStateMachine):
             failure_detail="Traceback: boom" if isinstance(outcome, Failure) else None,
             added_tags=(("by", worker), "done") if extras else (),
             output={"job": str(job)} if extras and kind == "success" else None,
+            progress=PROGRESS if extras else None,
         )
 
     def apply_reports(self, batch: list[OutcomeReport]) -> None:
@@ -594,10 +614,22 @@ class StoreMachine(RuleBasedStateMachine):
                 expected_results.append(OutcomeResult.STALE_LEASE)
                 continue
             expected_results.append(OutcomeResult.APPLIED)
-            lease = {"lease_owner": None, "lease_expiry": None}
+            lease: dict[str, Any] = {"lease_owner": None, "lease_expiry": None}
+            if rep.progress is not None:
+                lease["progress"] = rep.progress
             out = rep.outcome
             worker = frozenset({rep.worker_id})
-            if isinstance(out, Success):
+            if isinstance(out, Snoozed):
+                exp.change(
+                    pre,
+                    rep.job_id,
+                    Entry(_S.SCHEDULED, rep.attempt, worker),
+                    state=_S.SCHEDULED,
+                    due_time=out.next_due_time,
+                    max_attempts=row["max_attempts"] + 1,
+                    **lease,
+                )
+            elif isinstance(out, Success):
                 exp.change(
                     pre,
                     rep.job_id,
@@ -638,6 +670,7 @@ class StoreMachine(RuleBasedStateMachine):
                     **lease,
                 )
             else:
+                assert isinstance(out, Unroutable)
                 exp.change(
                     pre,
                     rep.job_id,
@@ -688,6 +721,41 @@ class StoreMachine(RuleBasedStateMachine):
             event(f"heartbeat: renewed={renewed} cancel_requested={flag}")
         self.settle(exp)
 
+    @has_jobs
+    @rule(worker=st.sampled_from(WORKERS), picks=st.lists(PICK, max_size=3))
+    def release(self, worker, picks):
+        """A worker shutting down gives its running jobs back: due now, the attempt not spent."""
+        pre, now = self.db, self.now
+        leased = self.leased_now()
+        pool = [j for j, _, _ in leased] + [j for j, _, _ in self.leases[-2:]] or self.ever
+        ids = list(dict.fromkeys(pool[p % len(pool)] for p in picks))
+        count = store.release_leases(worker_id=worker, job_ids=ids, now=now)
+        exp = Expect()
+        released = 0
+        for job in sorted(ids, key=lambda j: pre.rows[j]["sequence"] if j in pre.rows else -1):
+            row = pre.rows.get(job)
+            if (
+                row is None
+                or row["state"] != _S.LEASED
+                or row["lease_owner"] != worker
+                or row["lease_expiry"] <= now
+            ):
+                continue
+            released += 1
+            exp.change(
+                pre,
+                job,
+                Entry(_S.SCHEDULED, row["attempt"], frozenset({worker})),
+                state=_S.SCHEDULED,
+                due_time=now,
+                lease_owner=None,
+                lease_expiry=None,
+                max_attempts=row["max_attempts"] + 1,
+            )
+        assert count == released
+        event(f"release: {min(count, 2)}+")
+        self.settle(exp)
+
     @rule(seconds=st.one_of(st.sampled_from([1, 59, 60, 61, 120]), st.integers(1, 900)))
     def advance_time(self, seconds):
         self.now += timedelta(seconds=seconds)
@@ -716,7 +784,9 @@ class StoreMachine(RuleBasedStateMachine):
         exp = Expect()
         actor = frozenset({"lease-expiry"})
         for row in expired:
-            retry_at = POLICY.next_attempt_at(row["attempt"], now)
+            retry_at = job_retry_policy(row["max_attempts"], None, POLICY).next_attempt_at(
+                row["attempt"], now
+            )
             lease = {"lease_owner": None, "lease_expiry": None}
             if retry_at is not None:
                 exp.change(
@@ -921,7 +991,9 @@ def _machine_settings(max_examples: int) -> Any:
 @pytest.mark.django_db
 def test_store_state_machine():
     # Sized to stay well under 40 s on each database (SQLite runs about three times faster).
-    run_state_machine_as_test(StoreMachine, settings=_machine_settings(150 if connection.vendor == "sqlite" else 70))
+    run_state_machine_as_test(
+        StoreMachine, settings=_machine_settings(150 if connection.vendor == "sqlite" else 70)
+    )
 
 
 @pytest.mark.postgres

@@ -279,6 +279,20 @@ def test_backend_check_rejects_options() -> None:
     assert [m.id for m in backend.check()] == ["backwave.tasks.E003"]
 
 
+def test_backend_check_accepts_a_timeout_option_and_rejects_a_bad_one() -> None:
+    assert BackWaveBackend("other", {"OPTIONS": {"TIMEOUT": 30}}).check() == []
+    assert [m.id for m in BackWaveBackend("other", {"OPTIONS": {"TIMEOUT": 0}}).check()] == [
+        "backwave.tasks.E004"
+    ]
+
+
+def test_a_task_with_a_bad_timeout_or_retry_on_is_refused() -> None:
+    with pytest.raises(InvalidTask, match="timeout"):
+        task(timeout=-1)(plain)  # type: ignore[call-overload]
+    with pytest.raises(InvalidTask, match="retry_on"):
+        task(retry_on=["ValueError"])(plain)  # type: ignore[call-overload]
+
+
 def test_backend_check_rejects_overlong_queue_names() -> None:
     backend = BackWaveBackend("other", {"QUEUES": ["q" * 300]})
 

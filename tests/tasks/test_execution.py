@@ -196,3 +196,48 @@ def test_a_failing_task_started_receiver_fails_the_attempt(worker: InProcessWork
     assert finished.failure_detail is not None
     assert finished.failure_detail.startswith("builtins.RuntimeError: receiver bug")
     assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+
+
+# --- Time limits and outcomes the function decides -------------------------------------------------
+
+
+def test_a_task_past_its_timeout_is_stopped_and_fails(worker: InProcessWorker) -> None:
+    result = tasks.spins.enqueue(30)
+    assert job_row_timeout(result.id) == 0.3
+    finished = worker.run(result.id)
+    assert isinstance(finished.outcome, Failure)
+    assert finished.outcome.error == "timed out after 0.3s"
+    assert tasks.spins.get_result(result.id).status == TaskResultStatus.FAILED
+
+
+def test_discard_on_and_snooze_in_a_task(worker: InProcessWorker) -> None:
+    discarded = tasks.looks_up.enqueue("k")
+    finished = worker.run(discarded.id)
+    assert isinstance(finished.outcome, Failure)
+    assert finished.outcome.next_due_time is None
+    assert tasks.looks_up.get_result(discarded.id).status == TaskResultStatus.FAILED
+    snoozed = tasks.snoozes.enqueue()
+    finished = worker.run(snoozed.id)
+    assert type(finished.outcome).__name__ == "Snoozed"
+    assert tasks.snoozes.get_result(snoozed.id).status == TaskResultStatus.READY
+
+
+def test_the_backends_timeout_option_applies_to_tasks_that_set_none(settings: Any) -> None:
+    settings.TASKS = {
+        "default": {"BACKEND": "backwave_django.tasks.BackWaveBackend", "OPTIONS": {"TIMEOUT": 45}}
+    }
+    from django.tasks import task_backends
+
+    backend = task_backends["default"]
+    assert backend.check() == []
+    result = backend.enqueue(tasks.add, [1, 2], {})
+    assert job_row_timeout(result.id) == 45.0
+    assert job_row_timeout(backend.enqueue(tasks.spins, [0], {}).id) == 0.3  # its own wins
+
+
+def job_row_timeout(result_id: str) -> float | None:
+    import uuid
+
+    from backwave_django.models import JobRecord
+
+    return JobRecord.objects.values_list("timeout", flat=True).get(job_id=uuid.UUID(result_id))

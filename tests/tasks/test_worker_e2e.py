@@ -17,6 +17,7 @@ from tests.worker.conftest import Workers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
 @pytest.fixture
 def task_workers(tmp_path: Path) -> Iterator[Workers]:
     """Ordinary ``backwave_worker`` processes: they find tests/jobsapp/tasks.py by autodiscovery."""

@@ -69,6 +69,8 @@ class Transition:
     attempt: int
     actor: str
     recorded_at: float
+    #: Whether the entry carries failure detail (a failed attempt).
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,8 @@ class JobRow:
     terminal_at: float | None
     terminal_cause: str | None
     mode: int
+    #: The row's stored ceiling (grown by one per snooze or graceful release); None: the config's.
+    max_attempts: int | None = None
 
 
 @dataclass
@@ -171,10 +175,13 @@ def _edges(log: Sequence[Transition]) -> Iterable[tuple[Transition | None, Trans
         previous = entry
 
 
-def check_log(job_id: str, log: Sequence[Transition], config: AuditConfig) -> list[Violation]:
+def check_log(
+    job_id: str, log: Sequence[Transition], config: AuditConfig, ceiling: int | None = None
+) -> list[Violation]:
     """LegalInitialState, LegalTransition, AttemptMonotonic, AttemptCeiling, OutcomeProvenance and
-    EffectOnce for one job's log."""
+    EffectOnce for one job's log. ``ceiling`` is the job's stored ceiling (the config's by default)."""
     found: list[Violation] = []
+    limit = config.max_attempts if ceiling is None else ceiling
     if not log:
         return [Violation("MissingLog", "job has no transition-log entries", job_id)]
     first = log[0]
@@ -188,11 +195,11 @@ def check_log(job_id: str, log: Sequence[Transition], config: AuditConfig) -> li
     claims: Counter[tuple[int, int]] = Counter()
     outcomes: Counter[tuple[int, int]] = Counter()
     for previous, entry in _edges(log):
-        if entry.attempt > config.max_attempts:
+        if entry.attempt > limit:
             found.append(
                 Violation(
                     "AttemptCeiling",
-                    f"ordinal {entry.ordinal} has attempt {entry.attempt} > {config.max_attempts}",
+                    f"ordinal {entry.ordinal} has attempt {entry.attempt} > {limit}",
                     job_id,
                 )
             )
@@ -282,8 +289,27 @@ def check_row(row: JobRow, log: Sequence[Transition], config: AuditConfig) -> li
             found.append(
                 Violation("TerminalStable", f"row attempt {row.attempt} != last logged attempt {last.attempt}", job)
             )
-    if row.attempt > config.max_attempts:
-        found.append(Violation("AttemptCeiling", f"row attempt {row.attempt} > {config.max_attempts}", job))
+    limit = config.max_attempts if row.max_attempts is None else row.max_attempts
+    if row.attempt > limit:
+        found.append(Violation("AttemptCeiling", f"row attempt {row.attempt} > {limit}", job))
+    given_back = sum(
+        1
+        for previous, entry in _edges(log)
+        if previous is not None
+        and (previous.state, entry.state) == (LEASED, SCHEDULED)
+        and entry.actor != LEASE_EXPIRY_ACTOR
+        and not entry.failed
+    )
+    complete = bool(log) and log[0].ordinal == 0  # no entries aged out
+    if row.max_attempts is not None and complete and row.max_attempts > config.max_attempts + given_back:
+        found.append(
+                Violation(
+                    "CeilingGrowth",
+                    f"ceiling {row.max_attempts} > declared {config.max_attempts} + {given_back} attempt(s) "
+                    "given back (snoozes and releases)",
+                    job,
+                )
+            )
     terminal = row.state in TERMINAL
     if terminal != (row.terminal_at is not None):
         found.append(
@@ -536,7 +562,7 @@ def audit(snapshot: Snapshot, events: Iterable[dict[str, Any]], config: AuditCon
     found: list[Violation] = []
     for job, row in snapshot.jobs.items():
         log = snapshot.transitions.get(job, [])
-        found += check_log(job, log, config)
+        found += check_log(job, log, config, row.max_attempts)
         found += check_row(row, log, config)
     for job in snapshot.transitions.keys() - snapshot.jobs.keys():
         found.append(Violation("OrphanTransitions", "log entries without a job row", job))

@@ -32,6 +32,9 @@ NAMESPACE = uuid.UUID("6f1c1f2e-9d3c-4c55-9a8e-7a0b1d2c3e4f")
 QUEUES = ("torture-a", "torture-b", "torture-gov", "torture-p")
 GOVERNED_QUEUE = "torture-gov"
 PAUSABLE_QUEUE = "torture-p"
+#: Some jobs spin this long after their work, with a time limit of SPIN_TIMEOUT seconds: they time out.
+SPIN_MS = 600
+SPIN_TIMEOUT = 0.25
 
 
 def pool_id(seed: int, window: int, slot: int) -> uuid.UUID:
@@ -135,6 +138,9 @@ class Client:
             "fail_p": dice.choice((0.0, 0.2, 0.35, 0.6)),
             "long_ms": 4000 if dice.random() < 0.02 else 0,
             "tag": dice.random() < 0.3,
+            "snooze_p": dice.choice((0.0, 0.0, 0.0, 0.15)),
+            "discard_p": dice.choice((0.0, 0.0, 0.0, 0.1)),
+            "spin_ms": SPIN_MS if dice.random() < 0.06 else 0,
         }
 
     def enqueue_one(self) -> None:
@@ -200,9 +206,18 @@ class Client:
             fields["wire"] = definition.wire_name
             spec = self._job_spec()
 
+            # A job that spins past its work gets a time limit shorter than the spin: it times out.
+            timeout = SPIN_TIMEOUT if spec["spin_ms"] else None
+
             def call() -> Any:
                 receipt = definition.using(
-                    queue=queue, run_after=run_after, parents=parents, mode=mode, tags=tags, job_id=job_id
+                    queue=queue,
+                    run_after=run_after,
+                    parents=parents,
+                    mode=mode,
+                    tags=tags,
+                    job_id=job_id,
+                    timeout=timeout,
                 ).enqueue(**spec)
                 return receipt.result.value
 

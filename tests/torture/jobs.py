@@ -3,8 +3,10 @@ randomly but reproducibly: the dice are seeded by (seed, job id, attempt).
 
 ``ms`` is the work time; ``fail_p`` the chance an attempt raises; ``long_ms`` (rare) keeps a job
 running past several heartbeats, so a worker that is SIGSTOPped or killed meanwhile loses the
-lease to expiry. Every handler polls the cancel flag, so operator cancels of running jobs end
-Cancelled.
+lease to expiry. ``snooze_p`` and ``discard_p`` are the chances an attempt raises ``Snooze`` or
+``Discard``; ``spin_ms`` keeps the interpreter busy after the work (a job enqueued with a shorter
+``timeout`` is then stopped by the worker's watchdog). Every handler polls the cancel flag, so
+operator cancels of running jobs end Cancelled.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import random
 import time
 from typing import Any
 
-from backwave_django import JobContext, job
+from backwave_django import Discard, JobContext, Snooze, job
 
 #: Where handlers append their execution records (one file per worker process).
 EXEC_LOG_ENV = "BACKWAVE_TORTURE_EXEC_LOG"
@@ -53,6 +55,23 @@ def _plan(ctx: JobContext, seed: int, ms: int, fail_p: float, long_ms: int) -> t
     return duration * (0.5 + dice.random()), dice.random() < fail_p
 
 
+def _decide(ctx: JobContext, seed: int, snooze_p: float, discard_p: float) -> None:
+    """Raise Snooze or Discard when the dice say so (independent of the failure dice)."""
+    dice = random.Random(f"{seed}:{ctx.job_id}:{ctx.attempt}:decide")
+    roll = dice.random()
+    if roll < snooze_p:
+        raise Snooze(0.2)
+    if roll < snooze_p + discard_p:
+        raise Discard(f"torture discard on attempt {ctx.attempt}")
+
+
+def _spin(ctx: JobContext, spin_ms: int) -> None:
+    """Busy Python work the watchdog can interrupt (no sleep: a timeout lands at once)."""
+    deadline = time.monotonic() + spin_ms / 1000.0
+    while time.monotonic() < deadline:
+        sum(range(50))
+
+
 def _finish(ctx: JobContext, seed: int, fail: bool, tag: bool) -> dict[str, Any] | None:
     if fail:
         raise RuntimeError(f"torture failure on attempt {ctx.attempt}")
@@ -64,7 +83,15 @@ def _finish(ctx: JobContext, seed: int, fail: bool, tag: bool) -> dict[str, Any]
 
 @job(WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
 def work(
-    ctx: JobContext, seed: int = 0, ms: int = 20, fail_p: float = 0.2, long_ms: int = 0, tag: bool = False
+    ctx: JobContext,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
 ) -> dict[str, Any] | None:
     _record(ctx)
     duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
@@ -73,16 +100,28 @@ def work(
         ctx.raise_if_cancelled()
         time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
     ctx.raise_if_cancelled()
+    _decide(ctx, seed, snooze_p, discard_p)
+    _spin(ctx, spin_ms)
     return _finish(ctx, seed, fail, tag)
 
 
 @job(ASYNC_WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
 async def work_async(
-    ctx: JobContext, seed: int = 0, ms: int = 20, fail_p: float = 0.2, long_ms: int = 0, tag: bool = False
+    ctx: JobContext,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
 ) -> dict[str, Any] | None:
     _record(ctx)
     duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
     await asyncio.sleep(duration)  # an operator cancel cancels the task
+    _decide(ctx, seed, snooze_p, discard_p)
+    await asyncio.sleep(spin_ms / 1000.0)  # a timeout cancels the task here
     return _finish(ctx, seed, fail, tag)
 
 

@@ -7,6 +7,7 @@ workers that cannot start, a sabotage that cannot be applied).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -83,6 +84,10 @@ class Figures:
     postgres_restarts: int = 0
     unexpected_worker_exits: int = 0
     violations: int = 0
+    #: Attempts the handlers decided or overran: timeouts, discards, and snoozes plus releases.
+    timeouts: int = 0
+    discards: int = 0
+    given_back: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
     drain_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -498,24 +503,29 @@ class Runner:
         jobs: dict[str, JobRow] = {}
         for values in JobRecord.objects.values_list(
             "sequence", "job_id", "wire_name", "queue", "state", "attempt", "lease_owner", "lease_expiry",
-            "terminal_at", "terminal_cause", "mode",
+            "terminal_at", "terminal_cause", "mode", "max_attempts",
         ):
-            sequence, job_id, wire, queue, state, attempt, owner, expiry, terminal_at, cause, mode = values
+            sequence, job_id, wire, queue, state, attempt, owner, expiry, terminal_at, cause, mode, ceiling = values
             key = str(job_id)
             sequence_to_id[sequence] = key
             jobs[key] = JobRow(
                 job_id=key, wire_name=wire, queue=queue, state=state, attempt=attempt, lease_owner=owner,
                 lease_expiry=expiry.timestamp() if expiry else None,
                 terminal_at=terminal_at.timestamp() if terminal_at else None, terminal_cause=cause, mode=mode,
+                max_attempts=ceiling,
             )
         transitions: dict[str, list[Transition]] = {}
-        for id_, sequence, ordinal, state, attempt, actor, recorded_at in JobTransition.objects.order_by(
+        self.figures.timeouts = self.figures.discards = 0
+        for id_, sequence, ordinal, state, attempt, actor, recorded_at, failed in JobTransition.objects.order_by(
             "job_id", "ordinal"
-        ).values_list("id", "job_id", "ordinal", "state", "attempt", "actor", "recorded_at"):
+        ).values_list("id", "job_id", "ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail"):
             transitions.setdefault(sequence_to_id.get(sequence, f"seq:{sequence}"), []).append(
                 Transition(id=id_, ordinal=ordinal, state=state, attempt=attempt, actor=actor,
-                           recorded_at=recorded_at.timestamp())
+                           recorded_at=recorded_at.timestamp(), failed=failed is not None)
             )
+            if failed is not None:
+                self.figures.timeouts += failed.startswith("backwave_django.JobTimeout:")
+                self.figures.discards += failed.startswith("backwave_django.Discard:")
         edges = [
             (sequence_to_id.get(p, f"seq:{p}"), sequence_to_id.get(c, f"seq:{c}"))
             for p, c in JobDependency.objects.values_list("parent_id", "child_id")
@@ -557,6 +567,12 @@ class Runner:
         for row in snapshot.jobs.values():
             states[state_name(row.state)] = states.get(state_name(row.state), 0) + 1
         f.final_states = states
+        f.given_back = sum(
+            1
+            for log in snapshot.transitions.values()
+            for previous, entry in itertools.pairwise(log)
+            if (previous.state, entry.state) == (2, 0) and entry.actor != "lease-expiry" and not entry.failed
+        )
 
     # --- Teardown ------------------------------------------------------------------------------
 
@@ -636,6 +652,8 @@ def summary(runner: Runner, code: int) -> str:
         f"  chaos: worker kills {f.worker_kills}, SIGSTOPs {f.worker_stops}, backend terminations "
         f"{f.backend_terminations}, PostgreSQL restarts {f.postgres_restarts}; unexpected worker exits "
         f"{f.unexpected_worker_exits}",
+        f"  handlers: timeouts {f.timeouts}, discards {f.discards}, attempts given back (snoozes, releases) "
+        f"{f.given_back}",
         f"  final states {f.final_states}; drain {f.drain_seconds} s; wall {f.wall_seconds} s",
         f"  violations: {f.violations}",
     ]

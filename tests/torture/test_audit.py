@@ -141,6 +141,25 @@ def test_attempts_above_the_ceiling_are_flagged() -> None:
     assert run({"a": entries}) == ["AttemptCeiling"]
 
 
+def test_a_ceiling_grown_by_given_back_attempts_allows_more_attempts() -> None:
+    # Attempt 1 snoozed (no failure detail): given back, so the ceiling is 5 and attempt 5 is fine.
+    entries = log(
+        (SCHEDULED, 0, "enqueue"),
+        *[e for n in range(1, 5) for e in ((LEASED, n, W1), (SCHEDULED, n, W1))],
+        (LEASED, 5, W1),
+        (DEAD_LETTERED, 5, W1),
+    )
+    for entry in entries[3:9]:  # the failed retries of attempts 2 to 4 carry failure detail
+        if entry.state == SCHEDULED:
+            object.__setattr__(entry, "failed", True)
+    assert run({"a": entries}, rows={"a": row("a", entries, max_attempts=5)}) == []
+
+
+def test_a_ceiling_grown_without_attempts_given_back_is_flagged() -> None:
+    entries = log(*SUCCESS_LOG)
+    assert run({"a": entries}, rows={"a": row("a", entries, max_attempts=6)}) == ["CeilingGrowth"]
+
+
 def test_a_gap_from_aged_out_entries_is_skipped_not_judged() -> None:
     entries = log((LEASED, 3, W1), (SUCCEEDED, 3, W1), start=40)
     assert run({"a": entries}) == []

@@ -182,9 +182,9 @@ def test_graceful_shutdown_lets_short_jobs_finish_and_releases_long_ones(workers
     assert (record.state, record.attempt, record.max_attempts) == (JobState.SCHEDULED, 1, 10 + 1)
     assert (record.lease_owner, record.lease_expiry) == (None, None)
     assert record.due_time <= timezone.now()
-    assert JobTransition.objects.filter(job=record).order_by("ordinal").last().actor.startswith(
-        socket.gethostname()
-    )
+    released = JobTransition.objects.filter(job=record).order_by("ordinal").last()
+    assert released is not None
+    assert released.actor.startswith(socket.gethostname())
     log = workers.log(0)
     assert "Released 1 lease(s)" in log
     assert not WorkerNode.objects.exists()
