@@ -65,10 +65,12 @@ def _rate(jobs: int, seconds: float) -> float:
     return jobs / seconds if seconds > 0 else float("inf")
 
 
-def _enqueue_prepared(jobs: int) -> dict[str, float]:
-    """``.prepare()`` ``jobs`` noops, then ``enqueue_many`` them (1,000 per transaction)."""
+def _enqueue_prepared(jobs: int, job_timeout: float | None = None) -> dict[str, float]:
+    """``.prepare()`` ``jobs`` noops (each with ``job_timeout``, if given), then ``enqueue_many``
+    them (1,000 per transaction)."""
     started = time.perf_counter()
-    prepared = [noop.prepare() for _ in range(jobs)]
+    options = noop.using(timeout=job_timeout)
+    prepared = [options.prepare() for _ in range(jobs)]
     prepared_at = time.perf_counter()
     enqueue_many(prepared)
     done = time.perf_counter()
@@ -132,19 +134,23 @@ def _terminal_span(conn: psycopg.Connection[Any], after_sequence: int) -> tuple[
     return float(row[0]), float(row[1])
 
 
-def _prepare_backlog(ctx: Context, jobs: int) -> tuple[int, dict[str, float]]:
+def _prepare_backlog(
+    ctx: Context, jobs: int, job_timeout: float | None = None
+) -> tuple[int, dict[str, float]]:
     """Enqueue ``jobs`` due noops with ``enqueue_many``; returns the sequence before them."""
     base = max_sequence(ctx.conn)
-    timing = _enqueue_prepared(jobs)
+    timing = _enqueue_prepared(jobs, job_timeout)
     settle(ctx.conn)
     return base, timing
 
 
-def process_with_worker(ctx: Context, processes: int, log_name: str) -> dict[str, Any]:
+def process_with_worker(
+    ctx: Context, processes: int, log_name: str, job_timeout: float | None = None
+) -> dict[str, Any]:
     """``backwave_worker --burst`` on ``ctx.n`` pre-enqueued noops, timed from its start until
     all of them are Succeeded."""
     n, conn = ctx.n, ctx.conn
-    base, backlog = _prepare_backlog(ctx, n)
+    base, backlog = _prepare_backlog(ctx, n, job_timeout)
     args = ["--burst", "--queues", raw.QUEUE, "--concurrency", str(ctx.concurrency)]
     if processes > 1:
         args += ["--processes", str(processes)]
@@ -245,6 +251,24 @@ def processing(ctx: Context) -> dict[str, Any]:
         ctx.results.setdefault("processing", {})[name] = runs[name]  # visible to later steps
     reset_tables(ctx.conn)
     return runs
+
+
+def timeouts(ctx: Context) -> dict[str, Any]:
+    """The watchdog's cost: 1 process on noops that all have a time limit (never reached), against
+    the same without one, alternating twice; the better run of each counts."""
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    for _ in range(2):
+        for name, job_timeout in (("without", None), ("with", 60.0)):
+            reset_tables(ctx.conn)
+            runs[name].append(process_with_worker(ctx, 1, f"timeouts-{name}", job_timeout))
+    reset_tables(ctx.conn)
+    best = {name: max(run["rate"] for run in measured) for name, measured in runs.items()}
+    return {
+        "runs": runs,
+        "without_rate": best["without"],
+        "with_rate": best["with"],
+        "ratio": best["with"] / best["without"],
+    }
 
 
 # --- 3. Latency -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-MEASUREMENTS = ("enqueue", "processing", "latency", "scale", "memory", "dependencies")
+MEASUREMENTS = ("enqueue", "processing", "timeouts", "latency", "scale", "memory", "dependencies")
 HEAVY = ("scale", "memory")
 
 
@@ -247,6 +247,18 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
                     f"{_jobs(single['rate'])} (raw claim-1 loop, {procs} proc)",
                     f"{worker['rate'] / single['rate']:.0%}",
                 )
+
+    if not error_row("timeouts"):
+        r = results["timeouts"]
+        add(
+            "Processing, 1 process, every job with a `timeout` (never reached), "
+            f"n={r['runs']['with'][0]['jobs']:,}",
+            _jobs(r["with_rate"]),
+            f"{_jobs(r['without_rate'])} (the same jobs without one, alternating)",
+            f"{r['ratio']:.0%}",
+            "≥ 95% of without",
+            _status(r["ratio"] >= 0.95),
+        )
 
     if not error_row("latency"):
         r = results["latency"]
@@ -485,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         steps: dict[str, Callable[[measures.Context], dict[str, Any]]] = {
             "enqueue": measures.enqueue,
             "processing": measures.processing,
+            "timeouts": measures.timeouts,
             "latency": measures.latency,
             "scale": measures.scale,
             "memory": measures.memory,
