@@ -8,11 +8,13 @@ job; ``enqueue_many([...prepare(...)])`` stores many in a few round trips per ba
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from . import clock, store
@@ -21,6 +23,7 @@ from .core.ids import job_id_for_key, uuid7
 from .core.outcomes import NewJob
 from .core.states import DependencyMode, EnqueueResult
 from .core.tags import Tag, normalize_tags
+from .core.unique import Unique, UniqueKey
 from .core.validation import validate_queue_name
 
 if TYPE_CHECKING:
@@ -32,10 +35,28 @@ ENQUEUE_MANY_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class EnqueueReceipt:
-    """What an enqueue did: the job's id, and ``OK`` or ``DUPLICATE`` (the existing job was kept)."""
+    """What an enqueue did: ``enqueue_result`` is ``OK`` or ``DUPLICATE`` (nothing was stored: the
+    job already exists), and ``job_id`` is the stored job's id, for a duplicate of a unique job
+    the existing one's. The job's own state and output: :func:`backwave_django.get_job`."""
 
     job_id: uuid.UUID
-    result: EnqueueResult
+    enqueue_result: EnqueueResult
+
+    @property
+    def result(self) -> EnqueueResult:
+        """Deprecated name of :attr:`enqueue_result` (it is not the job's return value)."""
+        warnings.warn(
+            "EnqueueReceipt.result is deprecated: use .enqueue_result (the job's output is "
+            "get_job(job_id).output)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.enqueue_result
+
+    @property
+    def duplicate(self) -> bool:
+        """Whether nothing was stored because the job already exists."""
+        return self.enqueue_result is EnqueueResult.DUPLICATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +74,8 @@ class PreparedJob:
     max_attempts: int | None = None
     backoff: tuple[float, ...] | None = None
     timeout: float | None = None
+    priority: int = 0
+    unique: UniqueKey | None = None
 
     def new_job(self, now: datetime) -> NewJob:
         run_after = self.run_after
@@ -74,6 +97,8 @@ class PreparedJob:
             max_attempts=self.max_attempts,
             backoff=self.backoff,
             timeout=self.timeout,
+            priority=self.priority,
+            unique=self.unique,
         )
 
 
@@ -91,6 +116,8 @@ class JobOptions(Generic[P, R]):
     max_attempts: int | None = None
     backoff: tuple[float, ...] | None = None
     timeout: float | None = None
+    priority: int = 0
+    unique: Unique | None = None
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """Encode the call and validate the options, without touching the database."""
@@ -123,6 +150,8 @@ class JobOptions(Generic[P, R]):
             max_attempts=declared_attempts if self.max_attempts is None else self.max_attempts,
             backoff=declared_backoff if self.backoff is None else self.backoff,
             timeout=declared_timeout if self.timeout is None else self.timeout,
+            priority=self.priority,
+            unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
         )
         # Validate the options now (not at enqueue), without encoding the payload twice.
         validate_queue_name(prepared.queue)
@@ -135,6 +164,10 @@ class JobOptions(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store the job; raises ``EnqueueError`` for anything but ``OK`` and ``DUPLICATE``."""
         return enqueue_many([self.prepare(*args, **kwargs)])[0]
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
+        """:meth:`enqueue` for ``async def`` code (see :func:`aenqueue_many`)."""
+        return (await aenqueue_many([self.prepare(*args, **kwargs)]))[0]
 
 
 def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
@@ -151,9 +184,21 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
         now = clock.now()
         batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
-        results = store.enqueue_many(batch, now=now, raise_refusals=True)
         receipts += [
-            EnqueueReceipt(job_id=new_job.job_id, result=result)
-            for new_job, result in zip(batch, results, strict=True)
+            EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result)
+            for entry in store.enqueue_batch(batch, now=now, raise_refusals=True)
         ]
     return receipts
+
+
+async def aenqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
+    """:func:`enqueue_many` for ``async def`` code: an async view, an async task, a consumer.
+
+    The database work runs in Django's thread for synchronous code
+    (``sync_to_async(thread_sensitive=True)``), the same thread (and connection) as the ORM calls
+    of your other ``sync_to_async`` code in this request. Outside a transaction each batch commits
+    on its own. To enqueue atomically with other writes from async code, put both in one
+    synchronous function under ``transaction.atomic()`` and call it with ``sync_to_async``:
+    Django does not run ``transaction.atomic()`` blocks in async code itself.
+    """
+    return await sync_to_async(enqueue_many, thread_sensitive=True)(list(prepared))

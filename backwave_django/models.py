@@ -51,15 +51,21 @@ class JobRecord(models.Model):
     timeout = models.FloatField(null=True, blank=True)
     #: The last progress a handler recorded: ``{"done", "total", "note", "at"}``.
     progress = models.JSONField(null=True, blank=True)
+    #: Claim order within a queue: higher first (-100…100). A database default, so rows inserted
+    #: by an older release get 0 and adding the column rewrites nothing.
+    priority = models.SmallIntegerField(default=0, db_default=0)
+    #: The identity of a unique job (a digest of its wire name and chosen arguments), or null.
+    unique_key = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         verbose_name = "job"
         verbose_name_plural = "jobs"
         indexes = [
+            # The claim walks it one priority at a time (highest first), by due time, then sequence.
             models.Index(
-                fields=["queue", "due_time", "sequence"],
+                fields=["queue", "-priority", "due_time", "sequence"],
                 condition=Q(state=JobState.SCHEDULED),
-                name="backwave_job_claim",
+                name="backwave_job_claim_priority",
             ),
             models.Index(
                 fields=["queue", "lease_expiry"],
@@ -75,6 +81,12 @@ class JobRecord(models.Model):
                 fields=["schedule_id"],
                 condition=Q(schedule_id__isnull=False),
                 name="backwave_job_schedule",
+            ),
+            # Unique jobs: the jobs that already hold a key, newest last.
+            models.Index(
+                fields=["unique_key", "enqueued_at"],
+                condition=Q(unique_key__isnull=False),
+                name="backwave_job_unique",
             ),
             # The console's failure tabs: newest first among Dead-Lettered or Quarantined jobs, a
             # small slice of a large table, so the tab pages without scanning the rest.
@@ -163,6 +175,23 @@ class JobTag(models.Model):
 
     def __str__(self) -> str:
         return self.value if not self.key else f"{self.key}:{self.value}"
+
+
+class UniqueKeyLock(models.Model):
+    """A row per unique-job key, locked while an enqueue of that key checks for an existing job.
+
+    Used only where the database has no transaction-scoped advisory lock (MariaDB and MySQL);
+    PostgreSQL takes an advisory lock instead, and SQLite serializes writers anyway.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        verbose_name = "unique-key lock"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class QueueSettings(models.Model):

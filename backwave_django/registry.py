@@ -30,6 +30,7 @@ from .core.retry import (
 )
 from .core.states import DependencyMode
 from .core.tags import Tag, normalize_tags, tag_from_pair
+from .core.unique import Unique, UniqueKey, require_priority, unique_digest
 from .core.validation import require_timeout, validate_queue_name
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class JobDefinition(Generic[P, R]):
     discard_on: tuple[type[BaseException], ...] = ()
     #: The ceiling as declared (None: the settings' ``RETRY``, resolved at enqueue).
     max_attempts: int | None = None
+    #: Claim order within the queue (-100…100, higher first) unless an enqueue says otherwise.
+    priority: int = 0
 
     @property
     def is_async(self) -> bool:
@@ -125,13 +128,27 @@ class JobDefinition(Generic[P, R]):
         max_attempts: int | None = None,
         backoff: Sequence[float | timedelta] | None = None,
         timeout: timedelta | float | None = None,
+        priority: int | None = None,
+        unique: Unique | None = None,
     ) -> JobOptions[P, R]:
         """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``.
 
-        ``max_attempts``, ``backoff`` (a list of seconds) and ``timeout`` override the ``@job``'s
-        own for this job; they are checked here, before anything is written.
+        ``max_attempts``, ``backoff`` (a list of seconds), ``timeout`` and ``priority`` override the
+        ``@job``'s own for this job; ``unique`` makes the enqueue a no-op while a conflicting job
+        exists. They are checked here, before anything is written.
         """
         from .client import JobOptions
+
+        if unique is not None:
+            if not isinstance(unique, Unique):
+                raise TypeError(f"unique must be a Unique(...), got {unique!r}")
+            unknown = [k for k in unique.keys or () if k not in self.signature.parameters]
+            if unknown:
+                raise ValueError(
+                    f"Unique(keys=...) names {', '.join(repr(k) for k in unknown)}, which job "
+                    f"{self.wire_name!r} does not take; its arguments are "
+                    f"{', '.join(self.signature.parameters) or '(none)'}"
+                )
 
         return JobOptions(
             definition=self,
@@ -144,7 +161,20 @@ class JobDefinition(Generic[P, R]):
             max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
             backoff=None if backoff is None else tuple(require_backoff_list(backoff)),
             timeout=None if timeout is None else require_timeout(timeout),
+            priority=self.priority if priority is None else require_priority(priority),
+            unique=unique,
         )
+
+    def unique_key(self, unique: Unique, args: tuple[Any, ...], kwargs: dict[str, Any]) -> UniqueKey:
+        """The identity of one call under ``unique``: the chosen arguments' values (defaults
+        applied), or the whole payload."""
+        if unique.keys is None:
+            identity: Any = {"args": list(args), "kwargs": dict(kwargs)}
+        else:
+            bound = self.signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            identity = {key: bound.arguments[key] for key in unique.keys}
+        return UniqueKey(unique_digest(self.wire_name, identity), unique.period, unique.states)
 
     def stored_policy(self) -> tuple[int | None, tuple[float, ...] | None, float | None]:
         """What this job type stores on each of its rows unless an enqueue overrides it:
@@ -161,6 +191,10 @@ class JobDefinition(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store a job that calls this function with these arguments; see ``client.py``."""
         return self.using().enqueue(*args, **kwargs)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
+        """:meth:`enqueue` for ``async def`` code (an async view): see ``client.aenqueue_many``."""
+        return await self.using().aenqueue(*args, **kwargs)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """A job ready for :func:`backwave_django.enqueue_many`."""
@@ -270,6 +304,7 @@ def job(
     timeout: timedelta | float | None = ...,
     retry_on: Sequence[type[BaseException]] | None = ...,
     discard_on: Sequence[type[BaseException]] = ...,
+    priority: int = ...,
 ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 @overload
 def job(
@@ -284,6 +319,7 @@ def job(
     timeout: timedelta | float | None = ...,
     retry_on: Sequence[type[BaseException]] | None = ...,
     discard_on: Sequence[type[BaseException]] = ...,
+    priority: int = ...,
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobDefinition[P, R]]: ...
 def job(
     wire_name: str,
@@ -297,6 +333,7 @@ def job(
     timeout: timedelta | float | None = None,
     retry_on: Sequence[type[BaseException]] | None = None,
     discard_on: Sequence[type[BaseException]] = (),
+    priority: int = 0,
 ) -> Callable[[Callable[..., Any]], JobDefinition[Any, Any]]:
     """Declare a job type: ``@job("send-invoice", queue="billing", max_attempts=5)``.
 
@@ -325,6 +362,7 @@ def job(
     limit = None if timeout is None else require_timeout(timeout)
     retried = None if retry_on is None else exception_classes("retry_on", retry_on)
     discarded = exception_classes("discard_on", discard_on)
+    require_priority(priority)
     default_tags = tuple(tag_from_pair(p) for p in normalize_tags(tags))
 
     def register(func: Callable[..., Any]) -> JobDefinition[Any, Any]:
@@ -347,6 +385,7 @@ def job(
             retry_on=retried,
             discard_on=discarded,
             max_attempts=max_attempts,
+            priority=priority,
         )
         existing = _REGISTRY.get(wire_name)
         if existing is not None and _origin(existing.func) != _origin(func):

@@ -14,7 +14,7 @@ package imports this module, so BackWave itself still runs on Django 5.2.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import partial
@@ -56,9 +56,8 @@ __all__ = ["BACKEND_OPTIONS", "PRIORITY_TAG", "BackWaveBackend", "BackWaveTask"]
 #: The backend's ``OPTIONS`` keys: ``TIMEOUT``, the time limit of its tasks that set none.
 BACKEND_OPTIONS = ("TIMEOUT",)
 
-#: The keyed tag that records a task's (non-default) priority on its job. BackWave claims in queue
-#: order, then due time, then enqueue order: priority is kept for operators and ``get_result``,
-#: never used to order claims. Use queues (``--queues high,default``) for priorities that matter.
+#: The keyed tag in which releases before the ``priority`` column recorded a task's priority;
+#: still read for jobs stored then (a job's ``priority`` column is what claims order by).
 PRIORITY_TAG = "priority"
 
 #: JobState → TaskResultStatus. Django has no "cancelled" status: every non-success end is FAILED.
@@ -171,7 +170,7 @@ def task_error(failure_detail: str) -> TaskError:
     return TaskError(exception_class_path=exception_class_path, traceback=traceback)
 
 
-def _priority_from(values: Sequence[str]) -> int:
+def _priority_from(values: Iterable[str]) -> int:
     for value in values:
         try:
             priority = int(value)
@@ -293,9 +292,8 @@ class BackWaveBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    #: False: BackWave does not order claims by priority. ``priority`` is still accepted (in
-    #: Django's range) and recorded as the ``priority`` tag; see PRIORITY_TAG.
-    supports_priority = False
+    #: Django's -100…100 is the job's priority: higher is claimed first within a queue.
+    supports_priority = True
 
     def validate_task(self, task: Task[Any, Any]) -> None:
         """Django's checks, plus BackWave's: options, queue name, wire name length, aware run_after."""
@@ -359,13 +357,10 @@ class BackWaveBackend(BaseTaskBackend):
             args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         except (TypeError, ValueError):
             args, kwargs = list(args), dict(kwargs)
-        priority_tags: list[Tag] = (
-            [] if task.priority == DEFAULT_TASK_PRIORITY else [(PRIORITY_TAG, str(task.priority))]
-        )
         receipt = definition.using(
             queue=task.queue_name,
             run_after=task.run_after,
-            tags=priority_tags,
+            priority=task.priority,
             timeout=task.timeout if task.timeout is not None else self.default_timeout,
         ).enqueue(*args, **kwargs)
         using = jobs_database()
@@ -421,6 +416,7 @@ class BackWaveBackend(BaseTaskBackend):
                 "terminal_at",
                 "output",
                 "enqueued_at",
+                "priority",
             )
             .first()
         )
@@ -438,12 +434,14 @@ class BackWaveBackend(BaseTaskBackend):
             .order_by("ordinal")
             .values_list("state", "attempt", "actor", "failure_detail", "recorded_at")
         )
-        priorities = list(
-            JobTag.objects.using(using)
-            .filter(job_id=job["sequence"], key=PRIORITY_TAG)
-            .values_list("value", flat=True)
-        )
-        return _result_of(task, job, history, _priority_from(priorities), self.alias)
+        priority = job["priority"]
+        if priority == DEFAULT_TASK_PRIORITY:  # maybe a job stored before the column: its tag
+            priority = _priority_from(
+                JobTag.objects.using(using)
+                .filter(job_id=job["sequence"], key=PRIORITY_TAG)
+                .values_list("value", flat=True)
+            )
+        return _result_of(task, job, history, priority, self.alias)
 
     def check(self, **kwargs: Any) -> list[CheckMessage]:
         """System checks for this backend (collected by Django's ``check_tasks``)."""

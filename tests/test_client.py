@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def test_enqueue_stores_the_call_as_a_due_job():
     receipt = jobs.echo.enqueue("o-1", amount=5)
-    assert receipt.result is EnqueueResult.OK
+    assert receipt.enqueue_result is EnqueueResult.OK
     assert receipt.job_id.version == 7
     record = JobRecord.objects.get(job_id=receipt.job_id)
     assert (record.wire_name, record.queue, record.state) == ("test.echo", "default", JobState.SCHEDULED)
@@ -46,7 +46,7 @@ def test_using_sets_queue_delay_parents_mode_tags_and_a_keyed_id():
         ("tenant", "acme"),
     }
     again = jobs.tagger.using(job_id="order-42").enqueue()
-    assert again == type(again)(job_id=receipt.job_id, result=EnqueueResult.DUPLICATE)
+    assert again == type(again)(job_id=receipt.job_id, enqueue_result=EnqueueResult.DUPLICATE)
 
 
 def test_run_after_accepts_an_aware_datetime_and_refuses_a_naive_one():
@@ -90,7 +90,7 @@ def test_enqueue_many_stores_in_batches_and_keeps_input_order():
     prepared = [jobs.echo.prepare(i) for i in range(2_500)]
     receipts = enqueue_many(prepared)
     assert [r.job_id for r in receipts] == [p.job_id for p in prepared]
-    assert {r.result for r in receipts} == {EnqueueResult.OK}
+    assert {r.enqueue_result for r in receipts} == {EnqueueResult.OK}
     assert JobRecord.objects.count() == 2_500
 
 
@@ -105,6 +105,6 @@ def test_enqueue_many_may_name_a_parent_from_the_same_batch():
 def test_enqueue_many_reports_duplicates_and_refuses_non_prepared_items():
     prepared = jobs.echo.using(job_id="same").prepare()
     receipts = enqueue_many([prepared, prepared])
-    assert [r.result for r in receipts] == [EnqueueResult.OK, EnqueueResult.DUPLICATE]
+    assert [r.enqueue_result for r in receipts] == [EnqueueResult.OK, EnqueueResult.DUPLICATE]
     with pytest.raises(TypeError, match="enqueue_many takes prepared jobs"):
         enqueue_many([jobs.echo])  # type: ignore[list-item]

@@ -16,6 +16,7 @@ from .encoding import json_bytes
 from .retry import require_backoff_list, require_max_attempts
 from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
+from .unique import UniqueKey, require_priority
 from .validation import (
     require_aware,
     require_str as _require_str,
@@ -180,10 +181,17 @@ class NewJob:
     max_attempts: int | None = None
     backoff: tuple[float, ...] | None = None
     timeout: float | None = None
+    #: Claim order within the queue: higher first (-100…100).
+    priority: int = 0
+    #: Set for a unique job: an enqueue is ``DUPLICATE`` while a conflicting job exists.
+    unique: UniqueKey | None = None
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
         _normalize_policy(self)
+        require_priority(self.priority)
+        if self.unique is not None and not isinstance(self.unique, UniqueKey):
+            raise TypeError(f"unique must be a UniqueKey, got {type(self.unique).__name__}")
         _require_str("wire_name", self.wire_name)
         validate_queue_name(self.queue)
         require_aware("due_time", self.due_time)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
 from .claim import claim
-from .enqueue import check_bounds, enqueue, enqueue_many, missing_jobs
+from .enqueue import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
 from .leases import expire_leases, heartbeat, record_progress, release_leases
 from .outcomes import job_output, report_outcome, report_outcomes
@@ -34,10 +34,12 @@ from .schedules import (
 __all__ = [
     "CANCEL_CHANNEL",
     "HINT_CHANNEL",
+    "Enqueued",
     "cancel_job",
     "check_bounds",
     "claim",
     "enqueue",
+    "enqueue_batch",
     "enqueue_many",
     "expire_leases",
     "heartbeat",

@@ -58,8 +58,9 @@ def claim(
 ) -> list[ClaimedJob]:
     """Lease up to ``max_jobs`` (clamped to ``MAX_CLAIM_BATCH``) due jobs, queue-major in the order given.
 
-    Within a queue jobs come by due time, then sequence. Paused queues yield nothing and a
-    queue's concurrency limit counts its Leased jobs exactly, across all workers.
+    Within a queue jobs come by priority (highest first), then due time, then sequence. Paused
+    queues yield nothing and a queue's concurrency limit counts its Leased jobs exactly, across
+    all workers.
     """
     require_worker_id(worker_id)
     served = require_queues(queues)
@@ -169,7 +170,7 @@ def _claim_portable(
         candidates = lock_rows(
             JobRecord.objects.using(using)
             .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
-            .order_by("due_time", "sequence")[:take],
+            .order_by("-priority", "due_time", "sequence")[:take],
             skip_locked=True,
             extra=("wire_name", "payload", "backoff", "timeout"),
         )
@@ -225,39 +226,64 @@ def _tags_of(using: str, sequences: list[int]) -> dict[int, tuple[Any, ...]]:
 #: Lease up to ``take`` due jobs of one queue, log the claims, trim logs over the cap, and return
 #: the claimed jobs with their tags.
 #:
-#: The batch size is worked out in the statement: nothing from a paused queue, and nothing when a
-#: queue in ``through`` (this one or an earlier one of the same claim) has a concurrency limit:
-#: such queues are served on the exact path, whose caller passes empty ``before`` and ``through``
-#: because it has gated the claim itself. What earlier queues of the same transaction leased
-#: (rows whose version this transaction wrote: ``xmin``) is taken off ``take``.
+#: The batch size (``gate``) is worked out in the statement: nothing from a paused queue, and
+#: nothing when a queue in ``through`` (this one or an earlier one of the same claim) has a
+#: concurrency limit: such queues are served on the exact path, whose caller passes empty
+#: ``before`` and ``through`` because it has gated the claim itself. What earlier queues of the
+#: same transaction leased (rows whose version this transaction wrote: ``xmin``) is taken off
+#: ``take``.
+#:
+#: Order: priority (highest first), then due time, then sequence. The claim index holds
+#: (queue, priority DESC, due_time, sequence), and the statement walks it one priority at a time
+#: (``priorities``, a loose index scan: one probe per priority in use), taking the due jobs of
+#: each by a range scan that stops at the first job not yet due. So jobs due later, at any
+#: priority, are never read, and ``SKIP LOCKED`` skips rows other claimers hold before ``LIMIT``
+#: counts, as a single range scan would. The walk stops as soon as the batch is full.
 #:
 #: ``ANY(ARRAY(…))`` rather than a join, here and below: a prepared statement's generic plan
 #: guesses the LIMIT at a tenth of the table and would hash-join a full scan; an array probes the
 #: primary key.
 CLAIM = f"""
-WITH picked AS (
-    SELECT sequence FROM {JOBS}
-    WHERE queue = %(queue)s AND state = {SCHEDULED} AND due_time <= %(now)s
-    ORDER BY due_time, sequence
-    LIMIT (
-        SELECT CASE
-            WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
-            WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
-            ELSE greatest(%(take)s - (
-                SELECT count(*) FROM {JOBS} AS e
-                WHERE e.state = {LEASED} AND e.queue = ANY(%(before)s) AND e.lease_expiry = %(expiry)s
-                  AND e.lease_owner = %(worker)s AND e.xmin = pg_current_xact_id_if_assigned()::xid
-            ), 0)
-        END
-        FROM {QUEUES} AS s WHERE s.queue = ANY(%(through)s)
-    )
-    FOR UPDATE SKIP LOCKED
+WITH RECURSIVE gate AS (
+    SELECT CASE
+        WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
+        WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
+        ELSE greatest(%(take)s - (
+            SELECT count(*) FROM {JOBS} AS e
+            WHERE e.state = {LEASED} AND e.queue = ANY(%(before)s) AND e.lease_expiry = %(expiry)s
+              AND e.lease_owner = %(worker)s AND e.xmin = pg_current_xact_id_if_assigned()::xid
+        ), 0)
+    END AS take
+    FROM {QUEUES} AS s WHERE s.queue = ANY(%(through)s)
+), priorities AS (
+    (SELECT priority FROM {JOBS}
+     WHERE queue = %(queue)s AND state = {SCHEDULED}
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM {JOBS} AS j
+            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities AS p
+    WHERE p.priority IS NOT NULL
+), picked AS (
+    SELECT due.sequence
+    FROM priorities AS p
+    CROSS JOIN LATERAL (
+        SELECT j.sequence FROM {JOBS} AS j
+        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority = p.priority
+          AND j.due_time <= %(now)s
+        ORDER BY j.due_time, j.sequence
+        LIMIT (SELECT take FROM gate)
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+    WHERE p.priority IS NOT NULL
+    LIMIT (SELECT take FROM gate)
 ), leased AS (
     UPDATE {JOBS} AS j
     SET state = {LEASED}, attempt = j.attempt + 1, lease_owner = %(worker)s, lease_expiry = %(expiry)s,
         next_ordinal = j.next_ordinal + 1
     WHERE j.sequence = ANY(ARRAY(SELECT sequence FROM picked))
-    RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time,
+    RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time, j.priority,
               j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout
 ), logged AS (
     INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
@@ -273,7 +299,7 @@ SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
         WHERE t.job_id = l.sequence),
        l.cancel_requested, l.max_attempts, l.backoff, l.timeout
 FROM leased AS l
-ORDER BY l.due_time, l.sequence
+ORDER BY l.priority DESC, l.due_time, l.sequence
 """
 
 #: Open a claim's transaction: take the queues' shared locks, then read their settings, whose

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import uuid
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connections
 
 from ..conf import BackWaveSettings, get_settings
 from ..core.outcomes import NewJob
@@ -24,12 +25,22 @@ from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..database import jobs_database
 from ..exceptions import EnqueueError
-from ..models import JobDependency, JobRecord, JobTag, JobTransition
+from ..models import JobDependency, JobRecord, JobTag, JobTransition, UniqueKeyLock
 from ._rows import PARENT_FAILURE_CAUSE
 from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
 from ._tx import HINT_CHANNEL, atomic_retrying, fetch_bound, notify, uses_postgres_statements
 
 ENQUEUE_ACTOR = "enqueue"
+#: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
+UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
+#: Take the advisory locks of unique keys (their ``unique_lock_key``), in key order.
+LOCK_UNIQUE_KEYS = f"""SELECT count(pg_advisory_xact_lock({UNIQUE_LOCK_CLASS}, key))
+FROM unnest(%(unique_keys)s::int[]) AS key"""
+
+
+def unique_lock_key(key: str) -> int:
+    """A unique key's advisory-lock key (a collision only serializes two unrelated keys)."""
+    return zlib.crc32(key.encode()) - 0x8000_0000
 
 
 def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
@@ -53,6 +64,29 @@ def enqueue_many(
     :class:`~backwave_django.EnqueueError` instead, and nothing of the batch is written.
     ``DUPLICATE`` is never a refusal: the existing job is kept.
     """
+    return [entry.result for entry in enqueue_batch(new_jobs, now=now, raise_refusals=raise_refusals)]
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """How one job of a batch was judged, and the id that now stands for it: its own, or for a
+    ``DUPLICATE`` the job that already exists (the same id, or the unique job it conflicts with)."""
+
+    result: EnqueueResult
+    job_id: uuid.UUID
+
+
+def enqueue_batch(
+    new_jobs: Sequence[NewJob], *, now: datetime, raise_refusals: bool = False
+) -> list[Enqueued]:
+    """:func:`enqueue_many`, with the job id each result stands for (what receipts carry).
+
+    A unique job (``NewJob.unique``) is ``DUPLICATE`` of the first existing job that holds its key
+    in one of its ``states``, enqueued within its ``period``; enqueues of one key are serialized
+    (an advisory lock on PostgreSQL, a lock row on MariaDB, the single writer on SQLite), so any
+    number of concurrent enqueuers store exactly one job. Within a batch, a later member with the
+    key of an earlier one is ``DUPLICATE`` of it.
+    """
     jobs = list(new_jobs)
     for index, new_job in enumerate(jobs):
         if not isinstance(new_job, NewJob):
@@ -65,9 +99,9 @@ def enqueue_many(
             if result is not None:
                 raise EnqueueError(result, refusal_message(new_job, result, settings))
     if all(r is not None for r in results):
-        return [r for r in results if r is not None]
+        return [Enqueued(r, j.job_id) for r, j in zip(results, jobs, strict=True) if r is not None]
     using = jobs_database()
-    if uses_postgres_statements(using) and not any(j.parents for j in jobs):
+    if uses_postgres_statements(using) and not any(j.parents or j.unique for j in jobs):
         return _enqueue_without_parents(using, jobs, results, now, settings)
     for attempt in (1, 2, 3):
         try:
@@ -144,10 +178,13 @@ def _insert_many(
     settings: BackWaveSettings,
     using: str,
     raise_refusals: bool,
-) -> list[EnqueueResult]:
+) -> list[Enqueued]:
     candidates = [j for j, r in zip(jobs, results, strict=True) if r is None]
     records = JobRecord.objects.using(using)
     existing = set(records.filter(job_id__in={j.job_id for j in candidates}).values_list("job_id", flat=True))
+    unique_jobs = [j for j in candidates if j.unique is not None and j.job_id not in existing]
+    holders = _unique_holders(using, unique_jobs, now)
+    stands_for = [j.job_id for j in jobs]
     wanted_parents = {p for j in candidates for p in j.parents}
     parents: dict[uuid.UUID, tuple[int | None, JobState]] = {
         job_id: (sequence, JobState(state))
@@ -163,6 +200,12 @@ def _insert_many(
         if new_job.job_id in existing:
             results[index] = EnqueueResult.DUPLICATE
             continue
+        unique = new_job.unique
+        if unique is not None:
+            holder = holders.get(unique.key)
+            if holder is not None:
+                results[index], stands_for[index] = EnqueueResult.DUPLICATE, holder
+                continue
         declared = list(dict.fromkeys(new_job.parents))
         if any(p not in parents for p in declared):
             if raise_refusals:  # raised inside the transaction: nothing of the batch is written
@@ -184,15 +227,58 @@ def _insert_many(
             terminal_cause=cause,
             enqueued_at=now,
             next_ordinal=1,
+            priority=new_job.priority,
+            unique_key=None if unique is None else unique.key,
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
         existing.add(new_job.job_id)
+        if unique is not None:
+            holders[unique.key] = new_job.job_id  # a later member of the batch is its DUPLICATE
         parents[new_job.job_id] = (None, state)  # a later job of the batch may name it as parent
         results[index] = EnqueueResult.OK
     if planned:
         _write_planned(planned, now, settings, using)
-    return [r for r in results if r is not None]
+    return [Enqueued(r, job_id) for r, job_id in zip(results, stands_for, strict=True) if r is not None]
+
+
+def _unique_holders(using: str, unique_jobs: list[NewJob], now: datetime) -> dict[str, uuid.UUID]:
+    """Lock the keys of these unique jobs (in key order) and find, per key, the first existing job
+    that conflicts: one of the key's ``states``, enqueued within its ``period``."""
+    wanted = {j.unique.key: j.unique for j in unique_jobs if j.unique is not None}
+    if not wanted:
+        return {}
+    lock_unique_keys(using, sorted(wanted))
+    rows = (
+        JobRecord.objects.using(using)
+        .filter(unique_key__in=list(wanted))
+        .order_by("unique_key", "enqueued_at", "sequence")
+        .values_list("unique_key", "job_id", "state", "enqueued_at")
+    )
+    holders: dict[str, uuid.UUID] = {}
+    for key, job_id, state, enqueued_at in rows:
+        assert key is not None  # (filtered on it)
+        unique = wanted[key]
+        if key in holders or state not in unique.states:
+            continue
+        if unique.period is None or enqueued_at >= now - unique.period:
+            holders[key] = job_id
+    return holders
+
+
+def lock_unique_keys(using: str, keys: list[str]) -> None:
+    """Serialize enqueues of these unique keys until the transaction ends (see :func:`enqueue_batch`)."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(LOCK_UNIQUE_KEYS, {"unique_keys": sorted({unique_lock_key(k) for k in keys})})
+    elif connection.vendor == "mysql":
+        locks = UniqueKeyLock.objects.using(using)
+        for key in keys:
+            locks.get_or_create(key=key)
+        list(locks.filter(key__in=keys).order_by("key").select_for_update().values_list("id", flat=True))
+    # SQLite: one writer at a time already.
+
 
 
 def stored_policy(
@@ -288,15 +374,16 @@ ENQUEUE = f"""
 WITH inserted AS (
     INSERT INTO {JOBS} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
                         cancel_requested, parents_remaining, enqueued_at, next_ordinal,
-                        max_attempts, backoff, timeout)
+                        max_attempts, backoff, timeout, priority)
     SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
            {SCHEDULED}, 0, false, 0, %(now)s, 1,
-           n.max_attempts, n.backoff::jsonb, n.timeout
+           n.max_attempts, n.backoff::jsonb, n.timeout, n.priority
     FROM unnest(%(job_ids)s::uuid[], %(wire_names)s::text[], %(queues)s::text[], %(payloads)s::text[],
                 %(due_times)s::timestamptz[], %(modes)s::smallint[],
-                %(max_attempts)s::int[], %(backoffs)s::text[], %(timeouts)s::float8[])
+                %(max_attempts)s::int[], %(backoffs)s::text[], %(timeouts)s::float8[],
+                %(priorities)s::smallint[])
          WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode,
-                               max_attempts, backoff, timeout, position)
+                               max_attempts, backoff, timeout, priority, position)
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
@@ -328,6 +415,7 @@ ENQUEUE_ARRAYS = (
     "max_attempts",
     "backoffs",
     "timeouts",
+    "priorities",
     "tag_job_ids",
     "tag_keys",
     "tag_values",
@@ -340,7 +428,7 @@ def _enqueue_without_parents(
     results: list[EnqueueResult | None],
     now: datetime,
     settings: BackWaveSettings,
-) -> list[EnqueueResult]:
+) -> list[Enqueued]:
     """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
@@ -360,6 +448,7 @@ def _enqueue_without_parents(
         columns["max_attempts"].append(policy["max_attempts"])
         columns["backoffs"].append(None if policy["backoff"] is None else json.dumps(policy["backoff"]))
         columns["timeouts"].append(policy["timeout"])
+        columns["priorities"].append(new_job.priority)
         for key, value in new_job.tag_pairs:
             columns["tag_job_ids"].append(new_job.job_id)
             columns["tag_keys"].append(key)
@@ -373,10 +462,13 @@ def _enqueue_without_parents(
     }
     inserted = {job_id for job_id, _ in fetch_bound(using, ENQUEUE, params)} if first else set()
     return [
-        result
-        if result is not None
-        else EnqueueResult.OK
-        if first.get(new_job.job_id) == i and new_job.job_id in inserted
-        else EnqueueResult.DUPLICATE
+        Enqueued(
+            result
+            if result is not None
+            else EnqueueResult.OK
+            if first.get(new_job.job_id) == i and new_job.job_id in inserted
+            else EnqueueResult.DUPLICATE,
+            new_job.job_id,
+        )
         for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))
     ]

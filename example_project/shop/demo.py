@@ -374,7 +374,7 @@ def enqueue_live_work(*, now: datetime, orders: int, seed: int = 11) -> int:
     prepared.append(jobs.rebuild_search_index.prepare())
     prepared += [jobs.send_welcome_email.prepare(rng.randint(1_000, 99_999)) for _ in range(5)]
     receipts = enqueue_many(prepared)
-    stored = sum(1 for r in receipts if r.result is EnqueueResult.OK)
+    stored = sum(1 for r in receipts if r.enqueue_result is EnqueueResult.OK)
     # Old-signature jobs cannot go through the public API any more (it checks the signature):
     # they are stored as version 1 did, for the worker to quarantine in front of you.
     definition = jobs.send_welcome_email

@@ -940,7 +940,7 @@ class StoreMachine(RuleBasedStateMachine):
     def row_fields_match_their_state(self):
         for job, row in self.db.rows.items():
             state = _S(row["state"])
-            assert 0 <= row["attempt"] <= POLICY.max_attempts, (job, row["attempt"])
+            assert 0 <= row["attempt"] <= row["max_attempts"], (job, row["attempt"], row["max_attempts"])
             assert (row["terminal_at"] is not None) == state.is_terminal, (job, state, row["terminal_at"])
             if not state.is_terminal or state == _S.SUCCEEDED:
                 assert row["terminal_cause"] is None, (job, state, row["terminal_cause"])

@@ -156,35 +156,35 @@ def test_aenqueue_and_aget_result() -> None:
 # --- Priority ---------------------------------------------------------------------------------
 
 
-def test_priority_is_recorded_as_a_tag_and_read_back() -> None:
+
+def test_a_tasks_priority_is_its_jobs_priority() -> None:
     result = tasks.add.using(priority=7).enqueue(1, 2)
 
-    assert tags_of(result.id) == {("priority", "7")}
+    assert job_row(result.id).priority == 7
+    assert tags_of(result.id) == set()
     assert tasks.add.get_result(result.id).task.priority == 7
 
 
-def test_default_priority_adds_no_tag() -> None:
+def test_a_job_stored_with_the_old_priority_tag_still_reports_it() -> None:
     result = tasks.add.enqueue(1, 2)
+    JobTag.objects.create(job=job_row(result.id), key="priority", value="9")
 
-    assert tags_of(result.id) == set()
-    assert tasks.add.get_result(result.id).task.priority == 0
+    assert tasks.add.get_result(result.id).task.priority == 9
 
 
-def test_priority_does_not_change_claim_order() -> None:
+def test_priority_orders_claims_within_a_queue() -> None:
     low = tasks.add.using(priority=-50).enqueue(1, 2)
     high = tasks.add.using(priority=100).enqueue(3, 4)
 
     claimed = store.claim(
-        worker_id="w", queues=["default"], max_jobs=1, lease_duration=timedelta(minutes=1), now=timezone.now()
+        worker_id="w", queues=["default"], max_jobs=2, lease_duration=timedelta(minutes=1), now=timezone.now()
     )
 
-    # Enqueue order wins: the priority-100 task waits behind the earlier priority -50 one.
-    assert [str(c.job_id) for c in claimed] == [low.id]
-    assert tags_of(high.id) == {("priority", "100")}
+    assert [str(c.job_id) for c in claimed] == [high.id, low.id]
 
 
-def test_backend_does_not_claim_priority_support() -> None:
-    assert BackWaveBackend.supports_priority is False
+def test_backend_supports_priority() -> None:
+    assert BackWaveBackend.supports_priority is True
     assert BackWaveBackend.supports_defer is True
     assert BackWaveBackend.supports_async_task is True
     assert BackWaveBackend.supports_get_result is True

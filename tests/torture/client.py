@@ -219,7 +219,7 @@ class Client:
                     job_id=job_id,
                     timeout=timeout,
                 ).enqueue(**spec)
-                return receipt.result.value
+                return receipt.enqueue_result.value
 
         result = self.guarded("enqueue", job_id, call, **fields)
         if result is _FAILED:
@@ -242,7 +242,7 @@ class Client:
                 self.log(op="enqueue", job=str(item.job_id), result="uncertain", wire=WIRE, parents=[], mode=0)
             return
         for receipt in receipts:
-            self.log(op="enqueue", job=str(receipt.job_id), result=receipt.result.value, wire=WIRE, parents=[], mode=0)
+            self.log(op="enqueue", job=str(receipt.job_id), result=receipt.enqueue_result.value, wire=WIRE, parents=[], mode=0)
             self.known.append(receipt.job_id)
 
     # --- Operator actions ------------------------------------------------------------------
