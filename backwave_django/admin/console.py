@@ -4,18 +4,22 @@ The pages (``jobs``, ``queues``, ``schedules``, ``workers``, ``audit``, ``dashbo
 here and never the other way round, so this module knows no page. It holds what must look and
 behave the same on every page: the permission codenames and the sensitive-data switch
 (``docs/admin.md``, "Permissions" and "Sensitive content"), the state badges and their tones, UTC
-timestamps, pretty JSON, tag pills, the one message that counts an action's results, the base
-admins that refuse a malformed bulk selection, and :func:`console_button`, the gate in front of
-every operator button (POST only, then the button's permission).
+timestamps and durations, pretty JSON, tag pills, a job's attempt ceiling, the one rule that calls
+a Dead-Lettered job "Discarded", progress bars, the one message that counts an action's results,
+the base admins that refuse a malformed bulk selection, and :func:`console_button`, the gate in
+front of every operator button (POST only, then the button's permission).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
@@ -27,9 +31,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.utils.html import format_html, format_html_join
 
-from ..conf import env_flag
+from ..conf import env_flag, get_settings
 from ..core.encoding import json_size
 from ..core.states import JobState
+from ..models import JobRecord
+from ..store.leases import LEASE_EXPIRED_CAUSE
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
 REQUEUE_PERMISSION = "backwave_django.requeue_jobrecord"
@@ -37,6 +43,7 @@ SENSITIVE_PERMISSION = "backwave_django.view_sensitive_jobrecord"
 TRIGGER_PERMISSION = "backwave_django.trigger_recurringschedule"
 PAUSE_PERMISSION = "backwave_django.pause_queuesettings"
 DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
+HIDDEN_TEXT = "Hidden: needs the “view sensitive” permission."
 
 #: Badge colours per state, the console's tones: Scheduled amber, Awaiting Parent navy, Leased
 #: wave blue, Succeeded green, Cancelled navy, Dead-Lettered and Quarantined red.
@@ -118,6 +125,29 @@ def format_instant(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def short_duration(delta: timedelta) -> str:
+    """``45s``, ``3m 07s``, ``2h 05m``, ``3d 4h``: an age or a countdown, to the useful precision."""
+    seconds = max(int(delta.total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def relative_to(when: datetime, now: datetime) -> str:
+    """``in 3m 07s`` for an instant ahead of ``now``, ``2m 03s ago`` for one behind, else ``now``."""
+    delta = when - now
+    if abs(delta) < timedelta(seconds=1):
+        return "now"
+    return f"in {short_duration(delta)}" if delta > timedelta(0) else f"{short_duration(-delta)} ago"
+
+
 def tone_badge(text: str, tone: str, **data: str) -> str:
     """A coloured pill with white text; ``data`` become ``data-*`` attributes."""
     attributes = format_html_join("", ' data-{}="{}"', data.items())
@@ -161,6 +191,162 @@ def tag_pills(tags: Any, base_url: str = "") -> str:
             ((base_url, tag_query(tag.key, tag.value), str(tag)) for tag in tags),
         )
         or "—"
+    )
+
+
+# --- Jobs: the attempt ceiling, the Discarded marker, progress ------------------------------------
+
+#: A lease-expiry dead letter's cause, any attempt number (the store words it; this only reads it).
+_LEASE_EXPIRED = re.compile(re.escape(LEASE_EXPIRED_CAUSE).replace(re.escape("{attempt}"), r"\d+"))
+
+
+def attempt_ceiling(job: JobRecord) -> int:
+    """The job's attempt ceiling: stored on the row, or the settings' RETRY for rows older than the column."""
+    return job.max_attempts if job.max_attempts is not None else get_settings().retry.max_attempts
+
+
+def is_discarded(job: JobRecord) -> bool:
+    """Dead-Lettered before its attempt ceiling, and not by an expired lease: the handler gave up on
+    it (``Discard(reason)``, or an exception its ``discard_on`` names), so retries were never spent.
+
+    The one rule behind every "Discarded" marker in the console (``docs/admin.md``, "Failures").
+    """
+    return (
+        job.state == JobState.DEAD_LETTERED
+        and job.attempt < attempt_ceiling(job)
+        and not _LEASE_EXPIRED.fullmatch(job.terminal_cause or "")
+    )
+
+
+def discarded_marker(job: JobRecord) -> str:
+    """The small "Discarded" marker for a job :func:`is_discarded` calls so, else ""."""
+    if not is_discarded(job):
+        return ""
+    return format_html(
+        '<span class="bw-marker" data-testid="bw-discarded" title="{}">Discarded</span>',
+        f"Dead-lettered on attempt {job.attempt} of {attempt_ceiling(job)}: "
+        "the job gave up, its remaining retries were not used.",
+    )
+
+
+def seconds_text(value: Any) -> str:
+    """A stored number of seconds as ``30 s`` / ``1.5 s`` (anything else shown as given)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return str(value)
+    return f"{value:g} s"
+
+
+def max_attempts_text(job: JobRecord) -> str:
+    """The job's stored attempt ceiling, or ``settings default: N`` on a row older than the column."""
+    if job.max_attempts is None:
+        return f"settings default: {get_settings().retry.max_attempts}"
+    return str(job.max_attempts)
+
+
+def backoff_text(job: JobRecord) -> str:
+    """The job's stored backoff (``1 s, 5 s (the last repeats)``), or ``settings default``."""
+    if job.backoff is None:
+        return "settings default"
+    if isinstance(job.backoff, list) and job.backoff:
+        return ", ".join(seconds_text(entry) for entry in job.backoff) + " (the last repeats)"
+    return str(job.backoff)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _count_text(value: float) -> str:
+    return f"{int(value):,}" if value.is_integer() else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A job's stored progress, read defensively (the column is JSON a handler's values went into)."""
+
+    done: float
+    total: float | None
+    note: str
+    at: str
+
+    @property
+    def percent(self) -> float | None:
+        """``done`` of ``total`` in percent, within 0 to 100; None without a total."""
+        if self.total is None:
+            return None
+        if self.total <= 0:
+            return 100.0
+        return min(max(self.done / self.total * 100, 0.0), 100.0)
+
+    @property
+    def text(self) -> str:
+        """``30 / 100 (30%)``, or ``42 done`` without a total."""
+        percent = self.percent
+        if self.total is None or percent is None:
+            return f"{_count_text(self.done)} done"
+        return f"{_count_text(self.done)} / {_count_text(self.total)} ({percent:.0f}%)"
+
+
+def read_progress(value: Any) -> Progress | None:
+    """The progress stored on a job (``{"done", "total", "note", "at"}``), or None when there is none."""
+    if not isinstance(value, dict):
+        return None
+    done = _number(value.get("done"))
+    if done is None:
+        return None
+    note = value.get("note")
+    at = value.get("at")
+    when = "—"
+    if isinstance(at, str):
+        try:
+            parsed = datetime.fromisoformat(at)
+        except ValueError:
+            when = at
+        else:
+            when = format_instant(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    return Progress(done, _number(value.get("total")), note if isinstance(note, str) else "", when)
+
+
+def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -> str:
+    """A job's progress: a bar with ``done / total (n%)``, or ``n done`` without a total; "—" for none.
+
+    ``detail`` adds when it was recorded and the note, which is sensitive: shown only when
+    ``sensitive`` (see :func:`can_view_sensitive`), otherwise said to be hidden.
+    """
+    progress = read_progress(value)
+    if progress is None:
+        return "—"
+    percent = progress.percent
+    bar = (
+        format_html(
+            '<progress class="bw-progress-bar" max="100" value="{}" aria-label="Progress: {}">'
+            "{}%</progress> ",
+            f"{percent:.1f}",
+            progress.text,
+            f"{percent:.0f}",
+        )
+        if percent is not None
+        else ""
+    )
+    extra = ""
+    if detail:
+        note = ""
+        if progress.note and sensitive:
+            note = format_html(
+                '<span class="bw-progress-note" data-testid="bw-progress-note">{}</span>', progress.note
+            )
+        elif progress.note:
+            note = format_html('<span class="bw-progress-note"><em>Note — {}</em></span>', HIDDEN_TEXT)
+        extra = format_html(' <small class="bw-quiet">at {}</small>{}', progress.at, note)
+    return format_html(
+        '<span class="bw-progress{}" data-testid="bw-progress">{}'
+        '<span class="bw-progress-text">{}</span>{}</span>',
+        "" if detail else " bw-progress--compact",
+        bar,
+        progress.text,
+        extra,
     )
 
 

@@ -30,7 +30,7 @@ from django.utils.text import Truncator
 
 from .. import monitor
 from ..core.states import JobState, TerminalStateClass
-from .console import BREADCRUMBS_AS_LIST, STATE_TONES, job_state_badge
+from .console import BREADCRUMBS_AS_LIST, STATE_TONES, job_state_badge, short_duration
 
 VIEW_PERMISSION = "backwave_django.view_jobrecord"
 #: How often the page refreshes itself (the script reads it from a data attribute) ...
@@ -63,21 +63,6 @@ def jobs_url(**params: Any) -> str:
 
 def job_url(sequence: int) -> str:
     return reverse("admin:backwave_django_jobrecord_change", args=[sequence])
-
-
-def short_duration(delta: timedelta) -> str:
-    """``45s``, ``3m 07s``, ``2h 05m``, ``3d 4h``: an age or a countdown, to the useful precision."""
-    seconds = max(int(delta.total_seconds()), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m {seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
 
 
 def countdown(left: timedelta | None) -> str:
@@ -322,6 +307,7 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         "at_limit": at_limit,
         "stale_after": short_duration(monitor.worker_stale_after()),
         "failures_url": jobs_url(terminal_class=int(TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED)),
+        "retrying_url": jobs_url(retrying=1),
         "scan_limit": monitor.THROUGHPUT_SCAN_LIMIT,
         "schedule_problems": schedule_problems,
         "schedules_url": reverse("admin:backwave_django_recurringschedule_changelist"),

@@ -3,26 +3,32 @@
 The job table can hold millions of rows, so nothing here scans it to draw a page
 (``docs/admin.md``, "Jobs"): the count is the database's estimate when the list is unfiltered and
 a capped count otherwise, and every filter takes its choices from a cheap source (the registry,
-the queue settings, the schedules, a sample of the newest tags) rather than from the jobs.
+the queue settings, the schedules, a sample of the newest tags) rather than from the jobs. The
+Retrying view (``?retrying=1``) is a filter too, with the last failure of each row it shows read
+in the same query.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.functions import Substr
 from django.http import HttpRequest
 from django.utils.functional import cached_property
+from django.utils.html import format_html
 
 from .. import registry
-from ..core.states import TerminalStateClass
-from ..models import JobTag, QueueSettings, RecurringSchedule
+from ..core.states import JobState, TerminalStateClass
+from ..models import JobRecord, JobTag, JobTransition, QueueSettings, RecurringSchedule
+from .console import HIDDEN_TEXT, format_instant, relative_to
 
 #: Filtered job lists are counted exactly up to this many rows and shown as "1,000+" beyond: a
 #: count that stops early costs the same on any table size (20 pages of 50; narrow the filter for more).
@@ -31,6 +37,10 @@ COUNT_CAP = 1_000
 TAG_SAMPLE = 2_000
 #: How many tags the tag filter offers.
 TAG_CHOICES = 20
+#: The Retrying view reads this much of each shown job's last failure detail (for its first line) ...
+FAILURE_HEAD_CHARS = 300
+#: ... and shows at most this much of that line.
+FAILURE_LINE_CHARS = 120
 
 
 # --- Counting ------------------------------------------------------------------------------------
@@ -79,7 +89,9 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
             if estimate is not None and estimate > COUNT_CAP:
                 self.count_kind = "estimate"
                 return estimate
-        counted = queryset.order_by()[: COUNT_CAP + 1].count()
+        # Only the keys: annotations made for the rows shown (the Retrying view's last failure)
+        # are not computed for the rows counted.
+        counted = queryset.order_by().values("pk")[: COUNT_CAP + 1].count()
         if counted > COUNT_CAP:
             self.count_kind = "capped"
             return COUNT_CAP
@@ -237,3 +249,74 @@ class TagFilter(admin.ListFilter):
                 "query_string": changelist.get_query_string(new, remove=everything),
                 "display": f"{key}:{value}" if key else value,
             }
+
+
+class RetryingFilter(admin.SimpleListFilter):
+    """``?retrying=1``: jobs waiting for their next try, Scheduled with attempt >= 1 (the Retrying view).
+
+    Scheduled rows are the partial index ``backwave_job_claim``, so the view reads those alone (next
+    try first, ``JobRecordAdmin.get_ordering``), never the ended jobs that make up most of a table.
+    """
+
+    title = "retry"
+    parameter_name = "retrying"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("1", "waiting for a retry")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return retrying(queryset) if self.value() == "1" else queryset
+
+
+def retrying(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """The jobs of ``queryset`` waiting for a retry: Scheduled, having run at least once."""
+    return queryset.filter(state=JobState.SCHEDULED, attempt__gte=1)
+
+
+def with_last_failure(queryset: QuerySet[Any], *, detail: bool) -> QuerySet[Any]:
+    """Annotate each job with its newest recorded failure: ``bw_failed_at`` (when), and with
+    ``detail`` (a viewer who may see it) ``bw_failure_head``, the start of its failure detail.
+
+    Each is a subquery on the transition log's (job, ordinal) index, newest entry first, so a page
+    costs one query however many rows it shows; without ``detail`` the detail is never read.
+    """
+    failures = JobTransition.objects.filter(job_id=OuterRef("pk"), failure_detail__isnull=False).order_by(
+        "-ordinal"
+    )
+    queryset = queryset.annotate(bw_failed_at=Subquery(failures.values("recorded_at")[:1]))
+    if detail:
+        head = failures.annotate(head=Substr("failure_detail", 1, FAILURE_HEAD_CHARS)).values("head")[:1]
+        queryset = queryset.annotate(bw_failure_head=Subquery(head))
+    return queryset
+
+
+def last_failure_cell(job: JobRecord) -> str:
+    """A Retrying row's last failure (:func:`with_last_failure`): the first line of its detail for a
+    viewer who may see it, otherwise only that it failed and when."""
+    failed_at = getattr(job, "bw_failed_at", None)
+    if failed_at is None:
+        return format_html(
+            '<span class="bw-quiet" title="{}">none recorded</span>', "No failure detail logged."
+        )
+    when = format_instant(failed_at)
+    head = getattr(job, "bw_failure_head", None)
+    if head is None:
+        return format_html('<span class="bw-last-failure" title="{}">failed at {}</span>', HIDDEN_TEXT, when)
+    line = head.split("\n", 1)[0].strip()
+    short = line if len(line) <= FAILURE_LINE_CHARS else line[: FAILURE_LINE_CHARS - 1] + "…"
+    return format_html(
+        '<span class="bw-last-failure" data-testid="bw-last-failure" title="{}">{}</span> '
+        '<small class="bw-quiet">{}</small>',
+        line,
+        short,
+        when,
+    )
+
+
+def next_try_cell(job: JobRecord, now: datetime) -> str:
+    """A Retrying row's next try: its due time, and how far ahead (or overdue) that is."""
+    return format_html(
+        '{}<br><small class="bw-quiet">{}</small>',
+        format_instant(job.due_time),
+        relative_to(job.due_time, now),
+    )

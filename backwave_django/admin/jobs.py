@@ -1,9 +1,10 @@
-"""The Jobs pages: the job list with its failures tabs, the job detail page, Cancel and Requeue.
+"""The Jobs pages: the job list with its Retrying and failures tabs, the job detail page, and the
+Cancel, Requeue and Retry now actions.
 
-Job rows are read-only: a job's state changes only through the Cancel and Requeue actions (bulk
-on the list, a button on the detail page), which go through :mod:`backwave_django.operator`. The
-list's paginator and filters live in :mod:`.job_list`; see ``docs/admin.md`` ("Jobs", "Failures",
-"Job detail") for what each page shows.
+Job rows are read-only: a job's state changes only through the Cancel, Requeue and Retry now
+actions (bulk on the list, a button on the detail page), which go through
+:mod:`backwave_django.operator`. The list's paginator and filters live in :mod:`.job_list`; see
+``docs/admin.md`` ("Jobs", "Retrying", "Failures", "Job detail") for what each page shows.
 """
 
 from __future__ import annotations
@@ -19,35 +20,47 @@ from django.contrib.admin.utils import unquote
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import operator, registry
+from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
 from ..models import JobDependency, JobRecord, JobTag, JobTransition, RecurringSchedule
 from .console import (
     CANCEL_PERMISSION,
     DETAIL_ROWS,
+    HIDDEN_TEXT,
     REQUEUE_PERMISSION,
     ReadOnlyAdmin,
     SeeOther,
+    attempt_ceiling,
+    backoff_text,
     bulk_operator_action,
     can_view_sensitive,
     console_button,
+    discarded_marker,
     format_instant,
     job_state_badge,
+    max_attempts_text,
     pretty_json,
+    progress_bar,
     result_message,
+    seconds_text,
     tag_pills,
 )
 from .job_list import (
     EstimatedCountPaginator,
     QueueFilter,
+    RetryingFilter,
     ScheduleFilter,
     TagFilter,
     TerminalClassFilter,
     WireNameFilter,
+    last_failure_cell,
+    next_try_cell,
+    with_last_failure,
 )
 
 if TYPE_CHECKING:
@@ -55,8 +68,8 @@ if TYPE_CHECKING:
 
 #: The failure tabs count up to this many jobs each ("1,000+").
 FAILURE_COUNT_CAP = 1_000
-
-HIDDEN_TEXT = "Hidden: needs the “view sensitive” permission."
+#: The Retrying tab's blurb: Scheduled jobs that have run (attempt >= 1), next try first.
+RETRYING_BLURB = "waiting for their next try, next try first"
 
 #: The copy button's icon, two overlapping sheets drawn inline: no font glyph for "copy" renders
 #: everywhere (U+29C9 is an empty box in common Linux browser fonts). The button carries the label.
@@ -79,6 +92,7 @@ CANCEL_LABELS = {
     "NOT_CANCELLABLE": "not cancellable",
 }
 REQUEUE_LABELS = {"REQUEUED": "requeued", "NOT_REQUEUEABLE": "not requeueable"}
+RETRY_NOW_LABELS = {"RETRIED_NOW": "retried now", "NOT_RETRYING": "not waiting for a retry"}
 
 cancel_jobs = bulk_operator_action(
     description="Cancel selected jobs",
@@ -91,6 +105,12 @@ requeue_jobs = bulk_operator_action(
     permission="requeue",
     run=lambda job, actor: operator.requeue(job.job_id, actor=actor),
     labels=REQUEUE_LABELS,
+)
+retry_now_jobs = bulk_operator_action(
+    description="Retry selected jobs now",
+    permission="requeue",
+    run=lambda job, actor: operator.retry_now(job.job_id, actor=actor),
+    labels=RETRY_NOW_LABELS,
 )
 
 #: The facts table of the job detail page, in order.
@@ -114,6 +134,19 @@ JOB_FACTS = (
     "sequence",
 )
 SENSITIVE_FIELDS = ("payload_view", "output_view")
+#: The job's own policy, stored on the row (or the settings' when the row predates the columns).
+POLICY_FIELDS = ("max_attempts_policy", "backoff_policy", "timeout_policy")
+#: The Retrying view's columns: the attempt as "n of max", the last failure and the next try.
+RETRYING_COLUMNS = (
+    "short_id",
+    "wire",
+    "queue_name",
+    "retry_attempt",
+    "last_failure",
+    "next_try",
+    "progress_column",
+    "tag_pills",
+)
 
 
 class JobRecordAdmin(ReadOnlyAdmin):
@@ -125,6 +158,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         "queue_name",
         "state_badge",
         "attempt_of",
+        "progress_column",
         "due_at",
         "terminal_at_utc",
         "tag_pills",
@@ -136,6 +170,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
     sortable_by = ("short_id",)
     list_filter = (
         "state",
+        RetryingFilter,
         TerminalClassFilter,
         QueueFilter,
         WireNameFilter,
@@ -147,10 +182,17 @@ class JobRecordAdmin(ReadOnlyAdmin):
     paginator = EstimatedCountPaginator
     show_full_result_count = False  # no COUNT(*) over the whole table on every page
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the table per filter
-    actions = (cancel_jobs, requeue_jobs)
+    actions = (cancel_jobs, requeue_jobs, retry_now_jobs)
     search_help_text = "A job id (exact), or part of a wire name or of a tag (or key:value)."
     search_fields = ("wire_name",)
-    readonly_fields = (*JOB_FACTS, *SENSITIVE_FIELDS, "sensitive_hidden")
+    readonly_fields = (
+        *JOB_FACTS,
+        *POLICY_FIELDS,
+        "progress_view",
+        "progress_public",
+        *SENSITIVE_FIELDS,
+        "sensitive_hidden",
+    )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(CANCEL_PERMISSION)
@@ -160,7 +202,14 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRecord]:
         # Payload and output load only when the detail page shows them (and the viewer may see them).
-        return super().get_queryset(request).defer("payload", "output").prefetch_related("tags")
+        queryset = super().get_queryset(request).defer("payload", "output").prefetch_related("tags")
+        if _retrying_tab(request):
+            queryset = with_last_failure(queryset, detail=can_view_sensitive(request))
+        return queryset
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        # The Retrying view: next try first, along ``backwave_job_claim`` (Scheduled rows only).
+        return ("due_time", "sequence") if _retrying_tab(request) else tuple(self.ordering or ())
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         """A job by its primary key, or by its job id (so a copied job id works in the URL)."""
@@ -188,21 +237,35 @@ class JobRecordAdmin(ReadOnlyAdmin):
         return queryset.filter(matches), False
 
     def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
+        if _retrying_tab(request):
+            return RETRYING_COLUMNS
         columns = tuple(super().get_list_display(request))
         return (*columns, "cause") if _failure_tab(request) is not None else columns
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         active = _failure_tab(request)
+        retrying_active = _retrying_tab(request)
         changelist_url = reverse("admin:backwave_django_jobrecord_changelist")
         tabs = [
             {
                 "label": "All jobs",
                 "url": changelist_url,
-                "active": active is None,
+                "active": active is None and not retrying_active,
                 "testid": "bw-failures-all",
                 "count": None,
                 "blurb": "",
-            }
+            },
+            {
+                "label": "Retrying",
+                "url": f"{changelist_url}?{urlencode({RetryingFilter.parameter_name: 1})}",
+                "active": retrying_active,
+                "testid": "bw-retrying",
+                # No count: without an index of its own, counting the jobs waiting for a retry
+                # would read every Scheduled row on every page of the list (the view itself
+                # counts, capped, when it is opened).
+                "count": None,
+                "blurb": RETRYING_BLURB,
+            },
         ]
         for label, state, blurb, testid in FAILURE_TABS:
             count = JobRecord.objects.filter(state=state)[: FAILURE_COUNT_CAP + 1].count()
@@ -217,10 +280,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
                 }
             )
         blurbs = {state: f"{label}: {blurb}." for label, state, blurb, _ in FAILURE_TABS}
+        active_blurb = blurbs.get(active) if active is not None else None
         context = {
             "bw_tabs": tabs,
-            "bw_active_tab": active,
-            "bw_active_blurb": blurbs.get(active) if active is not None else None,
+            "bw_active_blurb": f"Retrying: {RETRYING_BLURB}." if retrying_active else active_blurb,
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -262,13 +325,50 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="state")
     def state_badge(self, job: JobRecord) -> str:
-        return job_state_badge(job.state)
+        marker = discarded_marker(job)
+        return (
+            format_html("{} {}", job_state_badge(job.state), marker) if marker else job_state_badge(job.state)
+        )
 
     @admin.display(description="attempt")
     def attempt_of(self, job: JobRecord) -> str:
-        definition = registry.get(job.wire_name)
-        ceiling = (definition.retry if definition and definition.retry else get_settings().retry).max_attempts
-        return f"{job.attempt} / {ceiling}"
+        return f"{job.attempt} / {attempt_ceiling(job)}"
+
+    @admin.display(description="attempt")
+    def retry_attempt(self, job: JobRecord) -> str:
+        return f"{job.attempt} of {attempt_ceiling(job)}"
+
+    @admin.display(description="last failure")
+    def last_failure(self, job: JobRecord) -> str:
+        return last_failure_cell(job)
+
+    @admin.display(description="next try")
+    def next_try(self, job: JobRecord) -> str:
+        return next_try_cell(job, timezone.now())
+
+    @admin.display(description="progress")
+    def progress_column(self, job: JobRecord) -> str:
+        return progress_bar(job.progress)
+
+    @admin.display(description="max attempts")
+    def max_attempts_policy(self, job: JobRecord) -> str:
+        return max_attempts_text(job)
+
+    @admin.display(description="backoff")
+    def backoff_policy(self, job: JobRecord) -> str:
+        return backoff_text(job)
+
+    @admin.display(description="timeout")
+    def timeout_policy(self, job: JobRecord) -> str:
+        return "none" if job.timeout is None else seconds_text(job.timeout)
+
+    @admin.display(description="progress")
+    def progress_view(self, job: JobRecord) -> str:
+        return progress_bar(job.progress, detail=True, sensitive=True)
+
+    @admin.display(description="progress")
+    def progress_public(self, job: JobRecord) -> str:
+        return progress_bar(job.progress, detail=True, sensitive=False)
 
     @admin.display(description="due time")
     def due_at(self, job: JobRecord) -> str:
@@ -328,8 +428,14 @@ class JobRecordAdmin(ReadOnlyAdmin):
     # and threads, so no request state is kept on ``self``).
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
-        sensitive = SENSITIVE_FIELDS if can_view_sensitive(request) else ("sensitive_hidden",)
-        return [(None, {"fields": JOB_FACTS}), ("Payload and output", {"fields": sensitive})]
+        allowed = can_view_sensitive(request)
+        sensitive = SENSITIVE_FIELDS if allowed else ("sensitive_hidden",)
+        return [
+            (None, {"fields": JOB_FACTS}),
+            ("Policy", {"fields": POLICY_FIELDS}),
+            ("Progress", {"fields": ("progress_view" if allowed else "progress_public",)}),
+            ("Payload and output", {"fields": sensitive}),
+        ]
 
     # --- Detail page: timeline, dependencies, buttons ------------------------------------------
 
@@ -363,8 +469,12 @@ class JobRecordAdmin(ReadOnlyAdmin):
             "bw_can_cancel": not state.is_terminal and self.has_cancel_permission(request),
             "bw_can_requeue": state in (JobState.DEAD_LETTERED, JobState.QUARANTINED)
             and self.has_requeue_permission(request),
+            "bw_can_retry_now": state is JobState.SCHEDULED
+            and job.attempt >= 1
+            and self.has_requeue_permission(request),
             "bw_cancel_url": reverse("admin:backwave_django_jobrecord_cancel", args=[job.pk]),
             "bw_requeue_url": reverse("admin:backwave_django_jobrecord_requeue", args=[job.pk]),
+            "bw_retry_now_url": reverse("admin:backwave_django_jobrecord_retry_now", args=[job.pk]),
         }
 
     def get_urls(self) -> list[URLPattern]:
@@ -379,6 +489,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
                 self.admin_site.admin_view(self.requeue_view),
                 name="backwave_django_jobrecord_requeue",
             ),
+            path(
+                "<path:object_id>/retry-now/",
+                self.admin_site.admin_view(self.retry_now_view),
+                name="backwave_django_jobrecord_retry_now",
+            ),
             *super().get_urls(),
         ]
 
@@ -391,6 +506,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """POST: requeue one Dead-Lettered or Quarantined job (the detail page's Requeue button)."""
         return self._act_on_job(request, object_id, operator.requeue, "Requeue", REQUEUE_LABELS)
+
+    @console_button(permission=REQUEUE_PERMISSION)
+    def retry_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: run a job waiting for a retry now (the detail page's Retry now button)."""
+        return self._act_on_job(request, object_id, operator.retry_now, "Retry now", RETRY_NOW_LABELS)
 
     def _act_on_job(
         self,
@@ -413,8 +533,15 @@ class JobRecordAdmin(ReadOnlyAdmin):
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
 
 
+def _retrying_tab(request: HttpRequest) -> bool:
+    """Whether the job list is the Retrying view (``?retrying=1``)."""
+    return request.GET.get(RetryingFilter.parameter_name) == "1"
+
+
 def _failure_tab(request: HttpRequest) -> JobState | None:
     """The failure tab the job list is showing (``?state__exact=5`` or ``6``), if any."""
+    if _retrying_tab(request):
+        return None
     wanted = request.GET.get("state__exact")
     for _, state, _, _ in FAILURE_TABS:
         if wanted == str(int(state)):

@@ -22,37 +22,52 @@ from .conftest import flashed, make_staff
 
 pytestmark = pytest.mark.django_db
 
-BUTTON_IDS = ("bw-cancel", "bw-requeue", "bw-trigger", "bw-pause", "bw-resume", "bw-set-limit")
+BUTTON_IDS = (
+    "bw-cancel",
+    "bw-requeue",
+    "bw-retry-now",
+    "bw-trigger",
+    "bw-pause",
+    "bw-resume",
+    "bw-set-limit",
+)
 
 
 @pytest.fixture
 def world():
-    """A pending job, a dead-lettered job, a schedule and a queue with jobs but no settings row."""
+    """A pending job, a dead-lettered job, a job waiting for a retry, a schedule and a queue with
+    jobs but no settings row."""
     now = timezone.now()
     pending = enqueue(now=now, due_time=now + timedelta(hours=1), queue="mail")
     dead = enqueue(now=now, queue="q2")
     store.claim(worker_id="w", queues=["q2"], max_jobs=1, lease_duration=LEASE, now=now)
     report(dead, Failure(next_due_time=None, error="boom"), now=now, worker="w")
+    waiting = enqueue(now=now, queue="q3")
+    store.claim(worker_id="w", queues=["q3"], max_jobs=1, lease_duration=LEASE, now=now)
+    report(waiting, Failure(next_due_time=now + timedelta(hours=1), error="boom"), now=now, worker="w")
     store.upsert_schedule(
         ScheduleSpec(
             schedule_id="nightly", cron="0 2 * * *", wire_name="test.echo", payload={"args": [], "kwargs": {}}
         ),
         now=now,
     )
-    pk = {job_id: JobRecord.objects.get(job_id=job_id).pk for job_id in (pending, dead)}
+    pk = {job_id: JobRecord.objects.get(job_id=job_id).pk for job_id in (pending, dead, waiting)}
     schedule_pk = RecurringSchedule.objects.get(schedule_id="nightly").pk
     return {
         "pending": pending,
         "dead": dead,
+        "waiting": waiting,
         "pages": {
             "pending": reverse("admin:backwave_django_jobrecord_change", args=[pk[pending]]),
             "dead": reverse("admin:backwave_django_jobrecord_change", args=[pk[dead]]),
+            "waiting": reverse("admin:backwave_django_jobrecord_change", args=[pk[waiting]]),
             "schedule": reverse("admin:backwave_django_recurringschedule_change", args=[schedule_pk]),
             "queues": reverse("admin:backwave_django_queuesettings_changelist"),
         },
         "posts": {
             "cancel": reverse("admin:backwave_django_jobrecord_cancel", args=[pk[pending]]),
             "requeue": reverse("admin:backwave_django_jobrecord_requeue", args=[pk[dead]]),
+            "retry-now": reverse("admin:backwave_django_jobrecord_retry_now", args=[pk[waiting]]),
             "trigger": reverse("admin:backwave_django_recurringschedule_trigger", args=[schedule_pk]),
             "pause": reverse("admin:backwave_django_queuesettings_pause", args=["mail"]),
             "resume": reverse("admin:backwave_django_queuesettings_resume", args=["mail"]),
@@ -70,7 +85,7 @@ def _buttons_seen(client, world) -> set[str]:
 def _state() -> tuple:
     """Everything an operator action could change."""
     return (
-        sorted(JobRecord.objects.values_list("job_id", "state", "cancel_requested")),
+        sorted(JobRecord.objects.values_list("job_id", "state", "cancel_requested", "due_time")),
         sorted(QueueSettings.objects.values_list("queue", "paused", "concurrency_limit")),
         OperatorAudit.objects.count(),
     )
@@ -81,7 +96,7 @@ def _state() -> tuple:
     [
         (None, set()),
         ("cancel_jobrecord", {"bw-cancel"}),
-        ("requeue_jobrecord", {"bw-requeue"}),
+        ("requeue_jobrecord", {"bw-requeue", "bw-retry-now"}),
         ("trigger_recurringschedule", {"bw-trigger"}),
         ("pause_queuesettings", {"bw-pause", "bw-set-limit"}),
         ("view_sensitive_jobrecord", set()),
@@ -95,6 +110,7 @@ def test_each_permission_shows_exactly_its_buttons(client, login, world, codenam
 ALLOWED_BY = {
     "cancel": "cancel_jobrecord",
     "requeue": "requeue_jobrecord",
+    "retry-now": "requeue_jobrecord",
     "trigger": "trigger_recurringschedule",
     "pause": "pause_queuesettings",
     "resume": "pause_queuesettings",
@@ -207,6 +223,7 @@ def test_trigger_button_mints_one_instance(client, login, world):
     [
         ("admin:backwave_django_jobrecord_cancel", "999999"),
         ("admin:backwave_django_jobrecord_requeue", "not-a-job"),
+        ("admin:backwave_django_jobrecord_retry_now", "123456"),
         ("admin:backwave_django_recurringschedule_trigger", "424242"),
     ],
 )

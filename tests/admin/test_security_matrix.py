@@ -48,7 +48,7 @@ LOGIN = "/admin/login/"
 
 # --- The world: one row of everything, each carrying a marker --------------------------------
 
-SENSITIVE_MARKERS = ("bw-sentinel-payload", "bw-sentinel-output", "bw-sentinel-detail")
+SENSITIVE_MARKERS = ("bw-sentinel-payload", "bw-sentinel-output", "bw-sentinel-detail", "bw-sentinel-note")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class World:
     pending: JobRecord
     finished: JobRecord
     dead: JobRecord
+    waiting: JobRecord  # failed once, waiting for its next try
     queue: QueueSettings
     schedule: RecurringSchedule
     worker: WorkerNode
@@ -111,6 +112,23 @@ def build_world(mark: str) -> World:
             attempt=1,
             outcome=Failure(next_due_time=None, error=f"{mark}-cause"),
             failure_detail=f"RuntimeError: {mark}-detail",
+            progress={"done": 3, "total": 4, "note": f"{mark}-note", "at": "2026-01-01T00:00:00Z"},
+        ),
+        now=now,
+    )
+    waiting = jobs.echo.using(queue=f"{mark}-retry").enqueue().job_id
+    now = timezone.now()  # after the enqueue, so that it is due
+    [claimed_waiting] = store.claim(
+        worker_id=f"{mark}-lease", queues=[f"{mark}-retry"], max_jobs=1, lease_duration=LEASE, now=now
+    )
+    assert claimed_waiting.job_id == waiting
+    store.report_outcome(
+        backwave_django.OutcomeReport(
+            job_id=waiting,
+            worker_id=f"{mark}-lease",
+            attempt=1,
+            outcome=Failure(next_due_time=now + timedelta(days=1), error=f"{mark}-cause"),
+            failure_detail=f"RuntimeError: {mark}-detail",
         ),
         now=now,
     )
@@ -136,6 +154,7 @@ def build_world(mark: str) -> World:
         pending=JobRecord.objects.get(job_id=pending),
         finished=JobRecord.objects.get(job_id=finished),
         dead=JobRecord.objects.get(job_id=dead),
+        waiting=JobRecord.objects.get(job_id=waiting),
         queue=QueueSettings.objects.get(queue=f"{mark}-queue"),
         schedule=RecurringSchedule.objects.get(schedule_id=f"{mark}-schedule"),
         worker=WorkerNode.objects.get(worker_id=f"{mark}-worker"),
@@ -338,6 +357,14 @@ def _posts(world: World) -> list[Post]:
             {"action": "requeue_selected_jobs", "_selected_action": [world.dead.pk]},
             view="view_jobrecord",
         ),
+        Post("retry-now-button", "requeue_jobrecord", f"{base}/jobrecord/{world.waiting.pk}/retry-now/", {}),
+        Post(
+            "retry-now-action",
+            "requeue_jobrecord",
+            f"{base}/jobrecord/",
+            {"action": "retry_selected_jobs_now", "_selected_action": [world.waiting.pk]},
+            view="view_jobrecord",
+        ),
         Post(
             "trigger-button",
             "trigger_recurringschedule",
@@ -368,6 +395,8 @@ POST_IDS = [
     "requeue-button",
     "cancel-action",
     "requeue-action",
+    "retry-now-button",
+    "retry-now-action",
     "trigger-button",
     "trigger-action",
     "pause-button",
@@ -498,6 +527,7 @@ def test_markup_in_every_user_controlled_value_is_shown_escaped() -> None:
         f"/admin/{APP}/jobrecord/{world.finished.pk}/change/",
         f"/admin/{APP}/jobrecord/{world.dead.pk}/change/",
         f"/admin/{APP}/jobrecord/?q={XSS}",
+        f"/admin/{APP}/jobrecord/?retrying=1",
         f"/admin/{APP}/jobrecord/?queue={XSS}-dlq",
         f"/admin/{APP}/jobrecord/?tag={XSS}-tag",
         f"/admin/{APP}/operatoraudit/?q={XSS}",
@@ -518,7 +548,9 @@ def test_every_kind_of_value_reaches_a_page_escaped() -> None:
     escaped = "&lt;script&gt;alert(&#x27;bw-xss&#x27;)&lt;/script&gt;"
     expectations = {
         f"/admin/{APP}/jobrecord/{world.finished.pk}/change/": ["-payload", "-output", "-tag", "-added"],
-        f"/admin/{APP}/jobrecord/{world.dead.pk}/change/": ["-detail", "-cause", "-dlq", "-lease"],
+        f"/admin/{APP}/jobrecord/{world.dead.pk}/change/": ["-detail", "-cause", "-dlq", "-lease", "-note"],
+        f"/admin/{APP}/jobrecord/{world.waiting.pk}/change/": ["-detail", "-retry"],
+        f"/admin/{APP}/jobrecord/?retrying=1": ["-detail", "-retry"],
         f"/admin/{APP}/jobrecord/": ["-wire", "-dlq", "-tag"],
         f"/admin/{APP}/queuesettings/": ["-queue"],
         f"/admin/{APP}/recurringschedule/": ["-schedule"],
@@ -632,10 +664,11 @@ def sensitive_client(world: World) -> Client:
 
 
 def _sensitive_shown(client: Client, world: World) -> list[str]:
-    bodies = "".join(
-        client.get(f"/admin/{APP}/jobrecord/{job.pk}/change/").content.decode()
-        for job in (world.finished, world.dead)
-    )
+    """The sensitive markers on the job pages, the job list and the Retrying view (which shows the
+    first line of a failure detail)."""
+    urls = [f"/admin/{APP}/jobrecord/{job.pk}/change/" for job in (world.finished, world.dead, world.waiting)]
+    urls += [f"/admin/{APP}/jobrecord/", f"/admin/{APP}/jobrecord/?retrying=1"]
+    bodies = "".join(client.get(url).content.decode() for url in urls)
     return [marker for marker in SENSITIVE_MARKERS if marker in bodies]
 
 
