@@ -41,12 +41,13 @@ _COLUMNS_SQL = ", ".join(INSERT_COLUMNS)
 _ROW_PLACEHOLDERS = "(" + ", ".join(["%s"] * len(INSERT_COLUMNS)) + ")"
 SINGLE_INSERT_SQL = f"INSERT INTO {JOB_TABLE} ({_COLUMNS_SQL}) VALUES {_ROW_PLACEHOLDERS}"
 
-#: The claim query, written to mirror ``store.claim`` (the partial index ``backwave_job_claim`` is
-#: on (queue, due_time, sequence) WHERE state = 0).
+#: The claim query in its plainest form, in the store's order (the partial index
+#: ``backwave_job_claim_priority`` is on (queue, priority DESC, due_time, sequence) WHERE state = 0;
+#: every benchmark job has priority 0).
 CLAIM_SQL = (
     f"SELECT sequence, job_id, wire_name, payload FROM {JOB_TABLE} "
     "WHERE queue = %s AND state = 0 AND due_time <= %s "
-    "ORDER BY due_time, sequence LIMIT %s FOR UPDATE SKIP LOCKED"
+    "ORDER BY priority DESC, due_time, sequence LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 FINISH_SQL = (
     f"UPDATE {JOB_TABLE} SET state = 3, attempt = attempt + 1, terminal_at = %s WHERE sequence = ANY(%s)"

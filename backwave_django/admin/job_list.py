@@ -191,6 +191,22 @@ class TerminalClassFilter(admin.SimpleListFilter):
         return queryset.filter(state__in=state_class.states)
 
 
+class PriorityFilter(admin.SimpleListFilter):
+    """Jobs above, at or below the normal priority (0): three ranges, never a scan for values."""
+
+    title = "priority"
+    parameter_name = "priority"
+    RANGES = {"above": ("Above normal (> 0)", {"priority__gt": 0}), "normal": ("Normal (0)", {"priority": 0})}
+    RANGES["below"] = ("Below normal (< 0)", {"priority__lt": 0})
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, (label, _) in self.RANGES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        chosen = self.RANGES.get(self.value() or "")
+        return queryset if chosen is None else queryset.filter(**chosen[1])
+
+
 class TagFilter(admin.ListFilter):
     """Has a tag: ``?tl=<label>`` or ``?tk=<key>&tv=<value>``.
 
@@ -254,7 +270,7 @@ class TagFilter(admin.ListFilter):
 class RetryingFilter(admin.SimpleListFilter):
     """``?retrying=1``: jobs waiting for their next try, Scheduled with attempt >= 1 (the Retrying view).
 
-    Scheduled rows are the partial index ``backwave_job_claim``, so the view reads those alone (next
+    Scheduled rows are the partial index ``backwave_job_claim_priority``, so the view reads those alone (next
     try first, ``JobRecordAdmin.get_ordering``), never the ended jobs that make up most of a table.
     """
 

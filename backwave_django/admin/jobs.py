@@ -37,7 +37,6 @@ from .console import (
     SeeOther,
     attempt_ceiling,
     backoff_text,
-    bulk_operator_action,
     can_view_sensitive,
     console_button,
     discarded_marker,
@@ -50,8 +49,17 @@ from .console import (
     seconds_text,
     tag_pills,
 )
+from .job_actions import (
+    CANCEL_LABELS,
+    REQUEUE_LABELS,
+    RETRY_NOW_LABELS,
+    cancel_jobs,
+    requeue_jobs,
+    retry_now_jobs,
+)
 from .job_list import (
     EstimatedCountPaginator,
+    PriorityFilter,
     QueueFilter,
     RetryingFilter,
     ScheduleFilter,
@@ -86,32 +94,6 @@ FAILURE_TABS = (
     ("Quarantined", JobState.QUARANTINED, "could not be routed or decoded", "bw-failures-quarantined"),
 )
 
-CANCEL_LABELS = {
-    "CANCELLED_IMMEDIATELY": "cancelled immediately",
-    "CANCELLATION_REQUESTED": "cancellation requested",
-    "NOT_CANCELLABLE": "not cancellable",
-}
-REQUEUE_LABELS = {"REQUEUED": "requeued", "NOT_REQUEUEABLE": "not requeueable"}
-RETRY_NOW_LABELS = {"RETRIED_NOW": "retried now", "NOT_RETRYING": "not waiting for a retry"}
-
-cancel_jobs = bulk_operator_action(
-    description="Cancel selected jobs",
-    permission="cancel",
-    run=lambda job, actor: operator.cancel(job.job_id, actor=actor),
-    labels=CANCEL_LABELS,
-)
-requeue_jobs = bulk_operator_action(
-    description="Requeue selected jobs",
-    permission="requeue",
-    run=lambda job, actor: operator.requeue(job.job_id, actor=actor),
-    labels=REQUEUE_LABELS,
-)
-retry_now_jobs = bulk_operator_action(
-    description="Retry selected jobs now",
-    permission="requeue",
-    run=lambda job, actor: operator.retry_now(job.job_id, actor=actor),
-    labels=RETRY_NOW_LABELS,
-)
 
 #: The facts table of the job detail page, in order.
 JOB_FACTS = (
@@ -120,6 +102,8 @@ JOB_FACTS = (
     "queue",
     "state_badge",
     "attempt_of",
+    "priority",
+    "unique_key_view",
     "due_at",
     "enqueued_at_utc",
     "lease_owner",
@@ -158,6 +142,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         "queue_name",
         "state_badge",
         "attempt_of",
+        "priority_column",
         "progress_column",
         "due_at",
         "terminal_at_utc",
@@ -173,6 +158,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         RetryingFilter,
         TerminalClassFilter,
         QueueFilter,
+        PriorityFilter,
         WireNameFilter,
         ScheduleFilter,
         TagFilter,
@@ -208,7 +194,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         return queryset
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        # The Retrying view: next try first, along ``backwave_job_claim`` (Scheduled rows only).
+        # The Retrying view: next try first, along ``backwave_job_claim_priority`` (Scheduled rows only).
         return ("due_time", "sequence") if _retrying_tab(request) else tuple(self.ordering or ())
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
@@ -333,6 +319,18 @@ class JobRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="attempt")
     def attempt_of(self, job: JobRecord) -> str:
         return f"{job.attempt} / {attempt_ceiling(job)}"
+
+    @admin.display(description="priority")
+    def priority_column(self, job: JobRecord) -> str:
+        """The priority, shown only when it is not the normal 0 (so the others stand out)."""
+        return "" if job.priority == 0 else f"{job.priority:+d}"
+
+    @admin.display(description="unique key")
+    def unique_key_view(self, job: JobRecord) -> str:
+        """A unique job's key: the digest its conflicting enqueues share (see docs/jobs.md)."""
+        if not job.unique_key:
+            return "— (not a unique job)"
+        return format_html('<code title="{}">{}…</code>', job.unique_key, job.unique_key[:16])
 
     @admin.display(description="attempt")
     def retry_attempt(self, job: JobRecord) -> str:

@@ -125,6 +125,9 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         return data
 
     def _build_spec(self, data: dict[str, Any], zone: str | None) -> None:
+        # Instances run under the job's own policy, as an enqueue of it would.
+        definition = registry.get(data["wire_name"])
+        max_attempts, backoff, timeout = definition.stored_policy() if definition else (None, None, None)
         try:
             self.spec = ScheduleSpec(
                 schedule_id=self.instance.schedule_id if self.instance.pk else data["schedule_id"],
@@ -135,6 +138,9 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 time_zone=zone,
                 catch_up=CatchUp(data["catch_up"]),
                 no_overlap=bool(data["no_overlap"]),
+                max_attempts=max_attempts,
+                backoff=backoff,
+                timeout=timeout,
             )
         except (TypeError, ValueError) as exc:
             self.add_error(None, str(exc))

@@ -507,3 +507,28 @@ def test_the_failure_tabs_page_through_their_own_partial_index(vendor, client, l
     plan = changelist.queryset[:50].explain()
     assert "backwave_job_failures" in plan, plan
     assert "Sort" not in plan, plan
+
+
+# --- Priority and unique jobs ----------------------------------------------------------------------
+
+
+def test_the_list_shows_non_default_priorities_and_filters_by_priority_range(client, login):
+    login()
+    high, normal, low = enqueue(priority=5), enqueue(), enqueue(priority=-3)
+    html = client.get(reverse(JOBS)).content.decode()
+    assert '<td class="field-priority_column">+5</td>' in html
+    assert '<td class="field-priority_column">-3</td>' in html
+    for value, expected in (("above", [high]), ("normal", [normal]), ("below", [low])):
+        assert _shown(client.get(reverse(JOBS), {"priority": value})) == expected
+
+
+def test_the_detail_page_shows_the_priority_and_a_unique_jobs_key(client, login):
+    from backwave_django.core.unique import UniqueKey
+
+    login()
+    job = enqueue(priority=7, unique=UniqueKey(key="ab" * 32))
+    html = client.get(_change(job)).content.decode()
+    assert re.search(r'field-priority">.*?<div class="readonly">7</div>', html, re.S)
+    assert f'<code title="{"ab" * 32}">{"ab" * 8}…</code>' in html
+    plain = client.get(_change(enqueue())).content.decode()
+    assert "— (not a unique job)" in plain

@@ -384,3 +384,10 @@ def test_a_malformed_schedule_selection_is_refused_with_a_message_and_changes_no
     assert list(RecurringSchedule.objects.values_list("schedule_id", "cursor")) == before
     assert not JobRecord.objects.exists()
     assert not LogEntry.objects.exists()
+
+
+def test_a_schedule_saved_in_the_admin_mints_under_its_jobs_own_policy(client, editor):
+    # test.flaky is declared with max_attempts=3 and backoff=[0]
+    client.post(reverse(ADD), _form(wire_name="test.flaky", payload=json.dumps({"args": [1], "kwargs": {}})))
+    row = RecurringSchedule.objects.get(schedule_id="nightly")
+    assert (row.max_attempts, row.backoff, row.timeout) == (3, [0.0], None)
