@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .client import (
         EnqueueReceipt as EnqueueReceipt,
         PreparedJob as PreparedJob,
+        aenqueue_many as aenqueue_many,
         enqueue_many as enqueue_many,
     )
     from .context import JobCancelled as JobCancelled, JobContext as JobContext, current_job as current_job
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         TerminalStateClass as TerminalStateClass,
         TriggerScheduleResult as TriggerScheduleResult,
     )
+    from .core.unique import Unique as Unique
     from .exceptions import (
         Discard as Discard,
         EnqueueError as EnqueueError,
@@ -50,6 +52,12 @@ if TYPE_CHECKING:
         Snooze as Snooze,
     )
     from .registry import JobDefinition as JobDefinition, job as job
+    from .results import (
+        JobSnapshot as JobSnapshot,
+        await_job as await_job,
+        get_job as get_job,
+        wait_for as wait_for,
+    )
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
@@ -95,6 +103,9 @@ _EXPORTS: dict[str, str] = {
     "PreparedJob": "backwave_django.client",
     "EnqueueReceipt": "backwave_django.client",
     "enqueue_many": "backwave_django.client",
+    "aenqueue_many": "backwave_django.client",
+    "Unique": "backwave_django.core.unique",
+    **dict.fromkeys(["JobSnapshot", "get_job", "wait_for", "await_job"], "backwave_django.results"),
 }
 _MODULES = frozenset({"store", "operator"})
 
