@@ -8,3 +8,8 @@ from backwave_django import job
 @job("bench.noop")
 def noop() -> None:
     pass
+
+
+@job("bench.keyed")
+def keyed(key: int) -> None:
+    """A noop with an argument, for unique enqueues (each key its own identity)."""

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from django.db import connection as django_connection, transaction
 
-from backwave_django import enqueue_many, store
+from backwave_django import Unique, enqueue_many, store
 
 from . import raw
 from .harness import (
@@ -37,7 +37,7 @@ from .harness import (
     succeeded_since,
     wait_until,
 )
-from .jobs import noop
+from .jobs import keyed, noop
 
 T = raw.JOB_TABLE
 
@@ -65,12 +65,14 @@ def _rate(jobs: int, seconds: float) -> float:
     return jobs / seconds if seconds > 0 else float("inf")
 
 
-def _enqueue_prepared(jobs: int, job_timeout: float | None = None) -> dict[str, float]:
-    """``.prepare()`` ``jobs`` noops (each with ``job_timeout``, if given), then ``enqueue_many``
-    them (1,000 per transaction)."""
+def _enqueue_prepared(
+    jobs: int, job_timeout: float | None = None, priorities: tuple[int, ...] = (0,)
+) -> dict[str, float]:
+    """``.prepare()`` ``jobs`` noops (each with ``job_timeout``, if given, and the ``priorities``
+    in turn), then ``enqueue_many`` them (1,000 per transaction)."""
     started = time.perf_counter()
-    options = noop.using(timeout=job_timeout)
-    prepared = [options.prepare() for _ in range(jobs)]
+    options = [noop.using(timeout=job_timeout, priority=priority) for priority in priorities]
+    prepared = [options[index % len(options)].prepare() for index in range(jobs)]
     prepared_at = time.perf_counter()
     enqueue_many(prepared)
     done = time.perf_counter()
@@ -103,6 +105,13 @@ def enqueue(ctx: Context) -> dict[str, Any]:
     single_s = time.perf_counter() - started
 
     reset_tables(conn)
+    started = time.perf_counter()
+    unique = Unique()
+    for key in range(single_n):
+        keyed.using(unique=unique).enqueue(key)
+    unique_s = time.perf_counter() - started
+
+    reset_tables(conn)
     raw_single_s = raw.insert_single(conn, single_n)
 
     reset_tables(conn)
@@ -113,6 +122,7 @@ def enqueue(ctx: Context) -> dict[str, Any]:
     reset_tables(conn)
     return {
         "single": {"jobs": single_n, "seconds": single_s, "rate": _rate(single_n, single_s)},
+        "unique": {"jobs": single_n, "seconds": unique_s, "rate": _rate(single_n, unique_s)},
         "raw_single": {"jobs": single_n, "seconds": raw_single_s, "rate": _rate(single_n, raw_single_s)},
         "many": many,
         "raw_bulk": {"jobs": bulk_n, "seconds": raw_bulk_s, "rate": _rate(bulk_n, raw_bulk_s), "batch": 1000},
@@ -135,22 +145,26 @@ def _terminal_span(conn: psycopg.Connection[Any], after_sequence: int) -> tuple[
 
 
 def _prepare_backlog(
-    ctx: Context, jobs: int, job_timeout: float | None = None
+    ctx: Context, jobs: int, job_timeout: float | None = None, priorities: tuple[int, ...] = (0,)
 ) -> tuple[int, dict[str, float]]:
     """Enqueue ``jobs`` due noops with ``enqueue_many``; returns the sequence before them."""
     base = max_sequence(ctx.conn)
-    timing = _enqueue_prepared(jobs, job_timeout)
+    timing = _enqueue_prepared(jobs, job_timeout, priorities)
     settle(ctx.conn)
     return base, timing
 
 
 def process_with_worker(
-    ctx: Context, processes: int, log_name: str, job_timeout: float | None = None
+    ctx: Context,
+    processes: int,
+    log_name: str,
+    job_timeout: float | None = None,
+    priorities: tuple[int, ...] = (0,),
 ) -> dict[str, Any]:
     """``backwave_worker --burst`` on ``ctx.n`` pre-enqueued noops, timed from its start until
     all of them are Succeeded."""
     n, conn = ctx.n, ctx.conn
-    base, backlog = _prepare_backlog(ctx, n, job_timeout)
+    base, backlog = _prepare_backlog(ctx, n, job_timeout, priorities)
     args = ["--burst", "--queues", raw.QUEUE, "--concurrency", str(ctx.concurrency)]
     if processes > 1:
         args += ["--processes", str(processes)]
@@ -251,6 +265,24 @@ def processing(ctx: Context) -> dict[str, Any]:
         ctx.results.setdefault("processing", {})[name] = runs[name]  # visible to later steps
     reset_tables(ctx.conn)
     return runs
+
+
+def priorities(ctx: Context) -> dict[str, Any]:
+    """A drain of jobs of three priorities (-10, 0, 10, in turn) against the same of one priority,
+    alternating twice; the better run of each counts. The claim walks one priority at a time."""
+    runs: dict[str, list[dict[str, Any]]] = {"one": [], "mixed": []}
+    for _ in range(2):
+        for name, mix in (("one", (0,)), ("mixed", (-10, 0, 10))):
+            reset_tables(ctx.conn)
+            runs[name].append(process_with_worker(ctx, 1, f"priorities-{name}", priorities=mix))
+    reset_tables(ctx.conn)
+    best = {name: max(run["rate"] for run in measured) for name, measured in runs.items()}
+    return {
+        "runs": runs,
+        "one_rate": best["one"],
+        "mixed_rate": best["mixed"],
+        "ratio": best["mixed"] / best["one"],
+    }
 
 
 def timeouts(ctx: Context) -> dict[str, Any]:

@@ -25,7 +25,16 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-MEASUREMENTS = ("enqueue", "processing", "timeouts", "latency", "scale", "memory", "dependencies")
+MEASUREMENTS = (
+    "enqueue",
+    "processing",
+    "timeouts",
+    "priorities",
+    "latency",
+    "scale",
+    "memory",
+    "dependencies",
+)
 HEAVY = ("scale", "memory")
 
 
@@ -208,6 +217,14 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             "≥ 60% of raw",
             _status(ratio >= 0.60),
         )
+        unique = r["unique"]
+        add(
+            f"Enqueue a unique job, one per transaction (`.using(unique=Unique()).enqueue(n)`, "
+            f"n={unique['jobs']:,})",
+            _jobs(unique["rate"]),
+            f"{_jobs(r['single']['rate'])} (`noop.enqueue()` above)",
+            f"{unique['rate'] / r['single']['rate']:.0%}",
+        )
         ratio = r["many"]["rate"] / r["raw_bulk"]["rate"]
         add(
             f"Enqueue, `.prepare()` + `enqueue_many` (1,000 per transaction, n={r['many']['jobs']:,})",
@@ -257,6 +274,17 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             f"{_jobs(r['without_rate'])} (the same jobs without one, alternating)",
             f"{r['ratio']:.0%}",
             "≥ 95% of without",
+            _status(r["ratio"] >= 0.95),
+        )
+
+    if not error_row("priorities"):
+        r = results["priorities"]
+        add(
+            f"Processing, 1 process, three priorities mixed, n={r['runs']['mixed'][0]['jobs']:,}",
+            _jobs(r["mixed_rate"]),
+            f"{_jobs(r['one_rate'])} (the same jobs at one priority, alternating)",
+            f"{r['ratio']:.0%}",
+            "≥ 95% of one",
             _status(r["ratio"] >= 0.95),
         )
 
@@ -498,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             "enqueue": measures.enqueue,
             "processing": measures.processing,
             "timeouts": measures.timeouts,
+            "priorities": measures.priorities,
             "latency": measures.latency,
             "scale": measures.scale,
             "memory": measures.memory,

@@ -147,9 +147,9 @@ def test_within_a_batch_a_later_member_is_a_duplicate_of_the_first():
         (lambda: Unique(keys=["nope"]), None, None),
         (lambda: Unique(period=timedelta(0)), ValueError, "period"),
         (lambda: Unique(period=timedelta(seconds=-1)), ValueError, "period"),
-        (lambda: Unique(period=5), TypeError, "period"),
+        (lambda: Unique(period=5), TypeError, "period"),  # type: ignore[arg-type]
         (lambda: Unique(keys="args"), TypeError, "keys"),
-        (lambda: Unique(states=[99]), ValueError, "unknown state"),
+        (lambda: Unique(states=[99]), ValueError, "unknown state"),  # type: ignore[list-item]
         (lambda: Unique(states=[]), ValueError, "at least one"),
     ],
 )
@@ -207,7 +207,7 @@ async def _close_thread_connections() -> None:
 def test_the_deprecated_result_name_still_answers_and_says_so():
     receipt = jobs.echo.enqueue()
     with pytest.warns(DeprecationWarning, match="enqueue_result"):
-        assert receipt.result is EnqueueResult.OK  # type: ignore[attr-defined]
+        assert receipt.result is EnqueueResult.OK
 
 
 def test_get_job_reads_state_output_progress_and_tags():

@@ -7,7 +7,7 @@ joins the caller's transaction when there is one (enqueue inside ``atomic()`` co
 back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations; in each, a PostgreSQL statement sits beside the portable
-ORM path it must stay equivalent to (the same tests run against both): ``enqueue``, ``claim``,
+ORM path it must stay equivalent to (the same tests run against both): ``enqueueing``, ``claims``,
 ``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules`` and ``housekeeping``.
 ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
 of work and the dependency cascade. See docs/architecture.md and docs/store.md.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
-from .claim import claim
-from .enqueue import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
+from .claims import claim
+from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
 from .leases import expire_leases, heartbeat, record_progress, release_leases
 from .outcomes import job_output, report_outcome, report_outcomes

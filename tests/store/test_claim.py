@@ -5,7 +5,7 @@ import pytest
 from backwave_django import JobState, store
 from backwave_django.models import JobRecord
 
-from ..conftest import LEASE, T0, WORKER, enqueue, history, report, row
+from ..conftest import LEASE, T0, WORKER, enqueue, history, lease, report, row
 
 pytestmark = pytest.mark.django_db
 
@@ -147,3 +147,38 @@ def test_claim_refuses_malformed_arguments():
         store.claim(worker_id="w", queues=["q"], max_jobs=-1, lease_duration=LEASE, now=T0)
     with pytest.raises(TypeError, match="queues must be a list"):
         store.claim(worker_id="w", queues="q", max_jobs=1, lease_duration=LEASE, now=T0)
+
+
+@pytest.mark.postgres
+def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
+    """The claim statement walks the claim index one priority at a time with ``due_time`` in the
+    index condition, so future jobs (here 500 urgent ones) are never visited."""
+    from django.db import connection, transaction
+
+    from backwave_django.store import claims
+
+    for _ in range(500):
+        enqueue(priority=50, due_time=T0 + timedelta(days=1))
+    due = [enqueue(priority=p) for p in (10, 0)]
+    params = {
+        "queue": "default",
+        "now": T0,
+        "take": 32,
+        "worker": WORKER,
+        "expiry": T0 + LEASE,
+        "history": True,
+        "cap": 64,
+        "before": [],
+        "through": [],
+    }
+    with transaction.atomic(), connection.cursor() as cursor:  # EXPLAIN ANALYZE runs it: undo that
+        cursor.execute("ANALYZE backwave_django_jobrecord")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + claims.CLAIM, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    assert "backwave_job_claim_priority" in plan, plan
+    conditions = [line for line in plan.splitlines() if "Index Cond" in line and "due_time" in line]
+    assert conditions, plan
+    assert "Rows Removed by Filter: 500" not in plan, plan
+    assert [c.job_id for c in lease(now=T0)] == due
