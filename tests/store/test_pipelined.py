@@ -56,7 +56,7 @@ def test_a_claim_is_one_transaction_sent_in_one_round_trip() -> None:
     assert statements[0] == "BEGIN"
     assert statements[-1] == "COMMIT"
     assert "pg_advisory_xact_lock_shared" in statements[1]
-    assert sum(s.startswith("WITH picked") for s in statements) == 2  # one claim statement per queue
+    assert sum(s.startswith("WITH RECURSIVE gate") for s in statements) == 2  # one claim statement per queue
     assert _idle()
     assert row(job).state == JobState.LEASED
 
