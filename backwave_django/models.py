@@ -56,6 +56,8 @@ class JobRecord(models.Model):
     priority = models.SmallIntegerField(default=0, db_default=0)
     #: The identity of a unique job (a digest of its wire name and chosen arguments), or null.
     unique_key = models.CharField(max_length=64, null=True, blank=True)
+    #: The workflow this job is a member of, or null (see docs/workflows.md).
+    workflow_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         verbose_name = "job"
@@ -81,6 +83,11 @@ class JobRecord(models.Model):
                 fields=["schedule_id"],
                 condition=Q(schedule_id__isnull=False),
                 name="backwave_job_schedule",
+            ),
+            models.Index(
+                fields=["workflow_id", "sequence"],
+                condition=Q(workflow_id__isnull=False),
+                name="backwave_job_workflow",
             ),
             # Unique jobs: the jobs that already hold a key, newest last.
             models.Index(
@@ -111,7 +118,13 @@ class JobRecord(models.Model):
 
 
 class JobTransition(models.Model):
-    """The transition log: one entry per state change. ``id`` is the global position."""
+    """The transition log: one entry per state change.
+
+    ``position`` is the global delivery order that observers walk: null until the log sequencer
+    numbers the entry, after its transaction committed, so that a later commit always gets a
+    higher position (see docs/observers.md). Its indexes are created per database by migration
+    0010 (not declared here).
+    """
 
     id = models.BigAutoField(primary_key=True)
     # Indexed by the (job, ordinal) unique constraint.
@@ -124,6 +137,7 @@ class JobTransition(models.Model):
     attempt = models.PositiveIntegerField()
     failure_detail = models.TextField(null=True, blank=True)
     actor = models.CharField(max_length=255)
+    position = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name = "transition"
@@ -175,6 +189,116 @@ class JobTag(models.Model):
 
     def __str__(self) -> str:
         return self.value if not self.key else f"{self.key}:{self.value}"
+
+
+class Workflow(models.Model):
+    """A named group of jobs enqueued together with their dependency graph (docs/workflows.md).
+
+    Its status is not stored: it is a projection of its members' states.
+    """
+
+    workflow_id = models.UUIDField(unique=True)
+    name = models.CharField(max_length=255, null=True, blank=True)
+    created_at = models.DateTimeField()
+    restarted_from = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "workflow"
+        ordering = ["created_at", "workflow_id"]
+        indexes = [models.Index(fields=["created_at", "workflow_id"], name="backwave_workflow_created")]
+
+    def __str__(self) -> str:
+        return self.name or str(self.workflow_id)
+
+
+class WorkflowEdge(models.Model):
+    """An immutable structural edge of a workflow's graph (by job id): kept after the gating edge
+    (``JobDependency``) is resolved, so the graph can still be drawn; deleted with the workflow."""
+
+    id = models.BigAutoField(primary_key=True)
+    workflow_id = models.UUIDField()
+    parent_id = models.UUIDField()
+    child_id = models.UUIDField()
+
+    class Meta:
+        verbose_name = "workflow edge"
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(fields=["workflow_id", "parent_id", "child_id"], name="backwave_workflow_edge"),
+        ]
+
+
+class Observer(models.Model):
+    """A transition observer's durable state: its cursor (the last log position it has passed),
+    its lease, and the subscription it last claimed with (docs/observers.md)."""
+
+    observer_id = models.CharField(max_length=255, unique=True)
+    cursor = models.BigIntegerField(default=-1)
+    lease_owner = models.CharField(max_length=255, null=True, blank=True)
+    lease_expiry = models.DateTimeField(null=True, blank=True)
+    #: The subscription: state values (a JSON list), and an exact wire name and queue (null: any).
+    states = models.JSONField(default=list)
+    wire_name = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH, null=True, blank=True)
+    queue = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH, null=True, blank=True)
+
+    class Meta:
+        verbose_name = "observer"
+
+    def __str__(self) -> str:
+        return self.observer_id
+
+
+class ObserverDelivery(models.Model):
+    """A claimed, not yet swept delivery of one log entry to one observer."""
+
+    PENDING, DELIVERED, DEAD_LETTERED = 0, 1, 2
+
+    id = models.BigAutoField(primary_key=True)
+    observer_id = models.CharField(max_length=255)
+    position = models.BigIntegerField()
+    delivery_attempt = models.PositiveIntegerField(default=0)
+    resolution = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "observer delivery"
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(fields=["observer_id", "position"], name="backwave_delivery_position"),
+        ]
+
+
+class ObserverDeadLetter(models.Model):
+    """A delivery an observer gave up on: metadata only, no foreign key, so it outlives the job."""
+
+    id = models.BigAutoField(primary_key=True)
+    observer_id = models.CharField(max_length=255)
+    position = models.BigIntegerField()
+    job_id = models.UUIDField()
+    ordinal = models.PositiveIntegerField()
+    state = models.PositiveSmallIntegerField(choices=JobState.choices)
+    attempt = models.PositiveIntegerField()
+    delivery_attempts = models.PositiveIntegerField()
+    dead_lettered_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "observer dead letter"
+        constraints = [
+            models.UniqueConstraint(fields=["observer_id", "position"], name="backwave_dead_letter_position"),
+        ]
+
+
+class LogSequencer(models.Model):
+    """The transition-log sequencer's state: one row. ``last_position`` is the highest position
+    handed out; ``horizon`` (PostgreSQL) the transaction horizon below which every entry is
+    numbered. Locked while the sequencer runs, so one process numbers at a time."""
+
+    last_position = models.BigIntegerField(default=-1)
+    horizon = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "log sequencer"
+        default_permissions = ()
 
 
 class UniqueKeyLock(models.Model):

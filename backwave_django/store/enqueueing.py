@@ -280,7 +280,6 @@ def lock_unique_keys(using: str, keys: list[str]) -> None:
     # SQLite: one writer at a time already.
 
 
-
 def stored_policy(
     max_attempts: int | None,
     backoff: Sequence[float] | None,
@@ -367,14 +366,35 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
 
 # --- The PostgreSQL path: jobs without parents in one statement ---------------------------------
 
-#: Insert a batch of jobs without parents, with their tags and first transition, and send the
-#: wake-up hints of the queues that got a job due now. Each column travels as one array; rows are
-#: inserted in input order, so of two equal ids the first is the one stored.
+#: What follows the insert of jobs without parents, in both statements below: their first
+#: transition, their tags (one JSON document for the batch, ``[]`` without tags: cheaper to send
+#: than three arrays), and the wake-up hints of the queues that got a job due now.
+_AFTER_INSERT = f"""
+, logged AS (
+    INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
+    SELECT sequence, 0, %(now)s, {SCHEDULED}, 0, NULL, %(actor)s FROM inserted WHERE %(history)s
+), tagged AS (
+    INSERT INTO {TAGS} (job_id, key, value)
+    SELECT i.sequence, t.key, t.value
+    FROM inserted AS i
+    JOIN jsonb_to_recordset(%(tags)s::jsonb) AS t (job_id uuid, key text, value text)
+      ON t.job_id = i.job_id
+), hinted AS (
+    SELECT pg_notify(%(channel)s, queue)
+    FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
+)
+SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
+"""
+
+_JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
+                        parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
+                        priority"""
+
+#: Insert a batch of jobs without parents (each column travels as one array; rows are inserted
+#: in input order, so of two equal ids the first is the one stored), then :data:`_AFTER_INSERT`.
 ENQUEUE = f"""
 WITH inserted AS (
-    INSERT INTO {JOBS} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
-                        cancel_requested, parents_remaining, enqueued_at, next_ordinal,
-                        max_attempts, backoff, timeout, priority)
+    INSERT INTO {JOBS} ({_JOB_COLUMNS})
     SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
            {SCHEDULED}, 0, false, 0, %(now)s, 1,
            n.max_attempts, n.backoff::jsonb, n.timeout, n.priority
@@ -387,24 +407,22 @@ WITH inserted AS (
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
-), logged AS (
-    INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
-    SELECT sequence, 0, %(now)s, {SCHEDULED}, 0, NULL, %(actor)s FROM inserted WHERE %(history)s
-), tagged AS (
-    INSERT INTO {TAGS} (job_id, key, value)
-    SELECT i.sequence, t.key, t.value
-    FROM inserted AS i
-    JOIN unnest(%(tag_job_ids)s::uuid[], %(tag_keys)s::text[], %(tag_values)s::text[])
-         AS t (job_id, key, value) ON t.job_id = i.job_id
-), hinted AS (
-    SELECT pg_notify(%(channel)s, queue)
-    FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
-)
-SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
-"""
+){_AFTER_INSERT}"""
+
+#: The same for one job, with plain values: the shape of a single ``.enqueue()``, planned more
+#: cheaply than arrays of one element.
+ENQUEUE_ONE = f"""
+WITH inserted AS (
+    INSERT INTO {JOBS} ({_JOB_COLUMNS})
+    VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
+            {SCHEDULED}, 0, false, 0, %(now)s, 1,
+            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s)
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING sequence, job_id, queue, due_time
+){_AFTER_INSERT}"""
 
 
-#: The array parameters of :data:`ENQUEUE`, one element per job (the tag arrays, one per tag).
+#: The array parameters of :data:`ENQUEUE`, one element per job.
 ENQUEUE_ARRAYS = (
     "job_ids",
     "wire_names",
@@ -416,10 +434,22 @@ ENQUEUE_ARRAYS = (
     "backoffs",
     "timeouts",
     "priorities",
-    "tag_job_ids",
-    "tag_keys",
-    "tag_values",
 )
+
+
+#: The parameters of :data:`ENQUEUE_ONE`, each the one element of an array of :data:`ENQUEUE`.
+ONE_JOB_VALUES = {
+    "job_id": "job_ids",
+    "wire_name": "wire_names",
+    "queue": "queues",
+    "payload": "payloads",
+    "due_time": "due_times",
+    "mode": "modes",
+    "max_attempts": "max_attempts",
+    "backoff": "backoffs",
+    "timeout": "timeouts",
+    "priority": "priorities",
+}
 
 
 def _enqueue_without_parents(
@@ -434,6 +464,7 @@ def _enqueue_without_parents(
     earlier in the batch, is a DUPLICATE."""
     first: dict[uuid.UUID, int] = {}
     columns: dict[str, list[Any]] = {name: [] for name in ENQUEUE_ARRAYS}
+    tags: list[dict[str, str]] = []
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
         if result is not None or new_job.job_id in first:
             continue
@@ -449,18 +480,23 @@ def _enqueue_without_parents(
         columns["backoffs"].append(None if policy["backoff"] is None else json.dumps(policy["backoff"]))
         columns["timeouts"].append(policy["timeout"])
         columns["priorities"].append(new_job.priority)
-        for key, value in new_job.tag_pairs:
-            columns["tag_job_ids"].append(new_job.job_id)
-            columns["tag_keys"].append(key)
-            columns["tag_values"].append(value)
+        tags.extend(
+            {"job_id": str(new_job.job_id), "key": key, "value": value} for key, value in new_job.tag_pairs
+        )
     params: dict[str, Any] = {
         **columns,
+        "tags": json.dumps(tags) if tags else "[]",
         "now": now,
         "actor": ENQUEUE_ACTOR,
         "history": settings.history is not HistoryPolicy.OFF,
         "channel": HINT_CHANNEL,
     }
-    inserted = {job_id for job_id, _ in fetch_bound(using, ENQUEUE, params)} if first else set()
+    if len(first) == 1:  # one job: plain values instead of one-element arrays
+        params.update({name: columns[array][0] for name, array in ONE_JOB_VALUES.items()})
+        statement = ENQUEUE_ONE
+    else:
+        statement = ENQUEUE
+    inserted = {job_id for job_id, _ in fetch_bound(using, statement, params)} if first else set()
     return [
         Enqueued(
             result
