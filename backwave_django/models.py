@@ -224,8 +224,13 @@ class WorkflowEdge(models.Model):
         verbose_name = "workflow edge"
         default_permissions = ()
         constraints = [
-            models.UniqueConstraint(fields=["workflow_id", "parent_id", "child_id"], name="backwave_workflow_edge"),
+            models.UniqueConstraint(
+                fields=["workflow_id", "parent_id", "child_id"], name="backwave_workflow_edge"
+            ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.parent_id} -> {self.child_id}"
 
 
 class Observer(models.Model):
@@ -267,6 +272,9 @@ class ObserverDelivery(models.Model):
             models.UniqueConstraint(fields=["observer_id", "position"], name="backwave_delivery_position"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.observer_id} @{self.position}"
+
 
 class ObserverDeadLetter(models.Model):
     """A delivery an observer gave up on: metadata only, no foreign key, so it outlives the job."""
@@ -287,6 +295,9 @@ class ObserverDeadLetter(models.Model):
             models.UniqueConstraint(fields=["observer_id", "position"], name="backwave_dead_letter_position"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.observer_id} @{self.position}"
+
 
 class LogSequencer(models.Model):
     """The transition-log sequencer's state: one row. ``last_position`` is the highest position
@@ -299,6 +310,9 @@ class LogSequencer(models.Model):
     class Meta:
         verbose_name = "log sequencer"
         default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"log sequencer at {self.last_position}"
 
 
 class UniqueKeyLock(models.Model):
