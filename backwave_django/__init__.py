@@ -17,6 +17,10 @@ if TYPE_CHECKING:
         enqueue_many as enqueue_many,
     )
     from .context import JobCancelled as JobCancelled, JobContext as JobContext, current_job as current_job
+    from .core.observing import (
+        ObserverDisposition as ObserverDisposition,
+        TransitionEvent as TransitionEvent,
+    )
     from .core.outcomes import (
         Cancelled as Cancelled,
         ClaimedJob as ClaimedJob,
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
         OutputTooLarge as OutputTooLarge,
         Snooze as Snooze,
     )
+    from .observers import observer as observer
     from .registry import JobDefinition as JobDefinition, job as job
     from .results import (
         JobSnapshot as JobSnapshot,
@@ -105,6 +110,9 @@ _EXPORTS: dict[str, str] = {
     "enqueue_many": "backwave_django.client",
     "aenqueue_many": "backwave_django.client",
     "Unique": "backwave_django.core.unique",
+    "TransitionEvent": "backwave_django.core.observing",
+    "ObserverDisposition": "backwave_django.core.observing",
+    "observer": "backwave_django.observers",
     **dict.fromkeys(["JobSnapshot", "get_job", "wait_for", "await_job"], "backwave_django.results"),
 }
 _MODULES = frozenset({"store", "operator"})

@@ -197,3 +197,30 @@ def check_schedule_jobs(
         for schedule_id, options in get_settings().schedules.items()
         if get(options["job"]) is None
     ]
+
+
+@register()
+def check_observers(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """``backwave.E005``: observers read the transition log, so ``HISTORY`` must not be OFF."""
+    from .core.states import HistoryPolicy
+    from .observers import definitions
+
+    if settings_errors() or not definitions():
+        return []
+    from .conf import get_settings
+
+    if get_settings().history is not HistoryPolicy.OFF:
+        return []
+    return [
+        Error(
+            f"Observer {observer_id!r} is registered, but HISTORY is OFF: no transition is recorded, "
+            "so nothing would ever be delivered to it.",
+            hint="Set BACKWAVE['HISTORY'] to 'TRANSITIONS' or 'TRANSITIONS_AND_FAILURE_DETAIL', or "
+            "remove the observer. See docs/observers.md.",
+            obj=observer_id,
+            id="backwave.E005",
+        )
+        for observer_id in sorted(definitions())
+    ]

@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
-from . import clock, store
+from . import clock, signals, store
 from .core.callables import P, R
 from .core.ids import job_id_for_key, uuid7
 from .core.outcomes import NewJob
@@ -25,6 +26,7 @@ from .core.states import DependencyMode, EnqueueResult
 from .core.tags import Tag, normalize_tags
 from .core.unique import Unique, UniqueKey
 from .core.validation import validate_queue_name
+from .database import jobs_database
 
 if TYPE_CHECKING:
     from .registry import JobDefinition
@@ -184,11 +186,29 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
         now = clock.now()
         batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
-        receipts += [
-            EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result)
-            for entry in store.enqueue_batch(batch, now=now, raise_refusals=True)
-        ]
+        entries = store.enqueue_batch(batch, now=now, raise_refusals=True)
+        receipts += [EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result) for entry in entries]
+        if signals.job_enqueued.has_listeners():
+            _announce(
+                [item for item, e in zip(jobs[start:], entries, strict=False) if e.result is EnqueueResult.OK]
+            )
     return receipts
+
+
+def _announce(enqueued: list[PreparedJob]) -> None:
+    """Send ``job_enqueued`` for each stored job once the caller's transaction commits."""
+
+    def send() -> None:
+        for item in enqueued:
+            signals.send(
+                signals.job_enqueued,
+                type(item.definition),
+                job_id=item.job_id,
+                wire_name=item.definition.wire_name,
+                queue=item.queue,
+            )
+
+    transaction.on_commit(send, using=jobs_database())
 
 
 async def aenqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:

@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TIMEOUT": None,  # None: handlers run without a time limit unless their job sets one
     "TIMEOUT_GRACE": timedelta(seconds=10),  # after a timeout, how long a sync handler has to stop
     "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
+    "OBSERVER_RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # for observer deliveries, the same shape
+    "OBSERVER_TIMEOUT": timedelta(seconds=30),  # one delivery may take this long
     "RETENTION": {
         "SUCCEEDED_OR_CANCELLED": timedelta(hours=24),
         "DEAD_LETTERED_OR_QUARANTINED": timedelta(days=14),
@@ -93,6 +95,8 @@ class BackWaveSettings:
     job_timeout: timedelta | None
     timeout_grace: timedelta
     retry: RetryPolicy
+    observer_retry: RetryPolicy
+    observer_timeout: timedelta
     retention_succeeded_or_cancelled: timedelta | None
     retention_dead_lettered_or_quarantined: timedelta | None
     history: HistoryPolicy
@@ -248,6 +252,15 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         errors.append(f"RETRY is invalid: {exc}")
         retry = RetryPolicy()
 
+    observer_options = _sub_dict(user, "OBSERVER_RETRY", _RETRY_KEYS, errors)
+    try:
+        observer_retry = RetryPolicy(
+            max_attempts=observer_options["MAX_ATTEMPTS"], backoff=observer_options["BACKOFF"]
+        )
+    except (TypeError, ValueError) as exc:
+        errors.append(f"OBSERVER_RETRY is invalid: {exc}")
+        observer_retry = RetryPolicy()
+
     retention_options = _sub_dict(user, "RETENTION", _RETENTION_KEYS, errors)
     retention = {
         key: None if value is None else _duration(value, f"RETENTION[{key!r}]", errors, allow_zero=True)
@@ -269,6 +282,8 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         else _duration(merged["JOB_TIMEOUT"], "JOB_TIMEOUT", errors),
         timeout_grace=_duration(merged["TIMEOUT_GRACE"], "TIMEOUT_GRACE", errors, allow_zero=True),
         retry=retry,
+        observer_retry=observer_retry,
+        observer_timeout=_duration(merged["OBSERVER_TIMEOUT"], "OBSERVER_TIMEOUT", errors),
         retention_succeeded_or_cancelled=retention["SUCCEEDED_OR_CANCELLED"],
         retention_dead_lettered_or_quarantined=retention["DEAD_LETTERED_OR_QUARANTINED"],
         history=history,

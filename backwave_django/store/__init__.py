@@ -21,6 +21,14 @@ from .claims import claim
 from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
 from .leases import expire_leases, heartbeat, record_progress, release_leases
+from .observers import (
+    claim_observer_deliveries,
+    observer_cursor,
+    observer_dead_letters,
+    observer_lag,
+    report_observer_deliveries,
+    sequence_log,
+)
 from .outcomes import job_output, report_outcome, report_outcomes
 from .schedules import (
     mint_due,
@@ -38,6 +46,7 @@ __all__ = [
     "cancel_job",
     "check_bounds",
     "claim",
+    "claim_observer_deliveries",
     "enqueue",
     "enqueue_batch",
     "enqueue_many",
@@ -46,6 +55,9 @@ __all__ = [
     "job_output",
     "mint_due",
     "missing_jobs",
+    "observer_cursor",
+    "observer_dead_letters",
+    "observer_lag",
     "pause_queue",
     "prune_settings_schedules",
     "prune_workers",
@@ -54,12 +66,14 @@ __all__ = [
     "register_worker",
     "release_leases",
     "remove_schedule",
+    "report_observer_deliveries",
     "report_outcome",
     "report_outcomes",
     "requeue",
     "resolve_schedule",
     "resume_queue",
     "retry_now",
+    "sequence_log",
     "set_concurrency_limit",
     "touch_worker",
     "trigger_schedule",

@@ -1,5 +1,6 @@
 """The worker shell: the pump (claim → run → report), execution, hints and the supervisor."""
 
-from .pump import Worker, WorkerOptions
+from .options import WorkerOptions
+from .pump import Worker
 
 __all__ = ["Worker", "WorkerOptions"]

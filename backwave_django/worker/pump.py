@@ -21,30 +21,30 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import secrets
 import signal
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from .. import clock, store
+from .. import clock, signals, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
-from ..core.dispatch import Dispatch
 from ..core.outcomes import ClaimedJob
-from ..core.states import OutcomeResult
+from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database
+from ..observers import definitions
 from .execution import Executor, Finished, Running
 from .hints import HintListener
 from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
-from .writer import OutcomeWriter, WriteDone, concurrent_writers, log_outcome
+from .observing import ObserverPump
+from .options import WorkerOptions, make_worker_id
+from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -65,21 +65,6 @@ PROGRESS_INTERVAL_SECONDS = 1.0
 #: The exit status of a worker that stopped because too many handlers were stuck past their
 #: timeout: its process manager (or ``--processes``) starts a fresh one.
 EXIT_RECYCLE = 3
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerOptions:
-    dispatch: Dispatch
-    concurrency: int
-    name: str | None = None
-    burst: bool = False
-    max_jobs: int | None = None
-    shutdown_timeout: float = 30.0
-
-
-def make_worker_id(name: str | None) -> str:
-    """``{name or host}:{pid}:{random}``."""
-    return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
 class Worker:
@@ -118,6 +103,7 @@ class Worker:
             concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
         )
         self.hints: HintListener | None = None
+        self.observer_pump: ObserverPump | None = None
         #: Cancel requests heard on the hint connection (job ids), delivered by the pump.
         self.cancel_hints: queue.SimpleQueue[str] = queue.SimpleQueue()
         #: Set by a handler's ``set_progress``; the pump writes progress at most once a second.
@@ -210,6 +196,12 @@ class Worker:
     def _start(self) -> None:
         if concurrent_writers(self.using):
             self.writer = OutcomeWriter(self.using, self.worker_id, self._on_written)
+        observers = list(definitions().values())
+        if observers and self.settings.history is not HistoryPolicy.OFF:
+            self.observer_pump = ObserverPump(
+                worker_id=self.worker_id, observers=observers, settings=self.settings
+            )
+            self.observer_pump.start()
         if HintListener.available(self.using):
             self.hints = HintListener(
                 using=self.using, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
@@ -248,6 +240,8 @@ class Worker:
     def _stop(self) -> None:
         if self.hints is not None:
             self.hints.stop()
+        if self.observer_pump is not None:
+            self.observer_pump.stop()
         self._drain_finished()
         if self.writer is not None:
             self._wait_for_writer()
@@ -484,6 +478,7 @@ class Worker:
     def _logged(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
         for finished, result in zip(batch, results, strict=True):
             log_outcome(finished, result)
+        announce_finished(Worker, batch, results)
 
     def _heartbeat(self) -> None:
         now = clock.now()
@@ -561,6 +556,14 @@ class Worker:
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
         self.started_jobs += 1
+        signals.send(
+            signals.job_started,
+            Worker,
+            job_id=job.job_id,
+            wire_name=job.wire_name,
+            queue=job.queue,
+            attempt=job.attempt,
+        )
         logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
         return running
 

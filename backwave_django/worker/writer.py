@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from .. import clock, store
-from ..core.outcomes import Failure, Snoozed, Success
+from .. import clock, signals, store
+from ..core.outcomes import Failure, Snoozed, Success, outcome_effect
 from ..core.states import OutcomeResult
 from .execution import Finished
 
@@ -119,3 +119,21 @@ def log_outcome(finished: Finished, result: OutcomeResult) -> None:
             claimed.attempt,
             "succeeded" if isinstance(outcome, Success) else type(outcome).__name__,
         )
+
+
+def announce_finished(sender: object, batch: list[Finished], results: list[OutcomeResult]) -> None:
+    """Send ``job_finished`` for each written outcome that applied (when anyone listens)."""
+    if not signals.job_finished.has_listeners(sender):
+        return
+    for finished, result in zip(batch, results, strict=True):
+        if result is OutcomeResult.APPLIED:
+            claimed = finished.running.claimed
+            signals.send(
+                signals.job_finished,
+                sender,
+                job_id=claimed.job_id,
+                wire_name=claimed.wire_name,
+                queue=claimed.queue,
+                attempt=claimed.attempt,
+                state=outcome_effect(finished.outcome).state,
+            )

@@ -11,6 +11,9 @@ from backwave_django import Discard, JobContext, Snooze, current_job, job
 
 from . import harness_jobs  # noqa: F401  (the virtual-time harness tests' jobs register here too)
 
+if os.environ.get("BACKWAVE_TEST_OBSERVERS") == "1":
+    from . import worker_observers  # noqa: F401  (observers for the worker's observer tests)
+
 
 def _mark(path: str | None, token: str) -> None:
     if path:

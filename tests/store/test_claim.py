@@ -1,4 +1,5 @@
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
     for _ in range(500):
         enqueue(priority=50, due_time=T0 + timedelta(days=1))
     due = [enqueue(priority=p) for p in (10, 0)]
-    params = {
+    params: dict[str, Any] = {
         "queue": "default",
         "now": T0,
         "take": 32,
