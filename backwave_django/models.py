@@ -241,6 +241,10 @@ class Observer(models.Model):
     cursor = models.BigIntegerField(default=-1)
     lease_owner = models.CharField(max_length=255, null=True, blank=True)
     lease_expiry = models.DateTimeField(null=True, blank=True)
+    #: The latest claim not reported yet: its last position and how many deliveries it holds.
+    #: Attempts are written only when a claim is lost (claimed again, or left out of the report).
+    claimed_through = models.BigIntegerField(null=True, blank=True)
+    claimed_count = models.PositiveIntegerField(default=0)
     #: The subscription: state values (a JSON list), and an exact wire name and queue (null: any).
     states = models.JSONField(default=list)
     wire_name = models.CharField(max_length=WIRE_NAME_COLUMN_LENGTH, null=True, blank=True)
@@ -254,7 +258,9 @@ class Observer(models.Model):
 
 
 class ObserverDelivery(models.Model):
-    """A claimed, not yet swept delivery of one log entry to one observer."""
+    """A delivery of one log entry to one observer that needs remembering until the cursor
+    passes it: one that failed (its attempts and when it is due again), one whose claim was lost,
+    or one settled while an earlier entry is still pending."""
 
     PENDING, DELIVERED, DEAD_LETTERED = 0, 1, 2
 

@@ -63,8 +63,8 @@ def observer(
         existing = _OBSERVERS.get(observer_id)
         if existing is not None and _origin(existing.func) != _origin(func):
             raise ImproperlyConfigured(
-                f"Duplicate observer id {observer_id!r}: {_origin(func)} and {_origin(existing.func)}. "
-                "Observer ids must be unique (each keys a durable cursor)."
+                f"Transition Observer '{observer_id}' is configured twice: {_origin(func)} and "
+                f"{_origin(existing.func)}. Observer ids must be unique (each keys a durable cursor)."
             )
         _OBSERVERS[observer_id] = definition  # the same function imported again replaces itself
         return definition

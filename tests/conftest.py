@@ -115,6 +115,27 @@ def history(job_id: uuid.UUID) -> list[tuple[int, str, int, str]]:
     ]
 
 
+def number_log(timeout: float = 30.0) -> int:
+    """Number every committed log entry; returns how many were numbered.
+
+    On PostgreSQL the sequencer waits for every older transaction of the whole cluster to end
+    (docs/observers.md), and other sessions (another test run, a worker) may hold one briefly:
+    rounds repeat until nothing written so far is left unnumbered.
+    """
+    import time
+
+    from backwave_django.models import JobTransition
+
+    numbered, deadline = 0, time.monotonic() + timeout
+    while True:
+        numbered += store.sequence_log()
+        if not JobTransition.objects.filter(position__isnull=True).exists():
+            return numbered
+        if time.monotonic() > deadline:
+            raise AssertionError(f"log entries still unnumbered after {timeout} s")
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def backwave_settings(settings: Any) -> Callable[..., None]:
     """Override keys of settings.BACKWAVE for one test."""

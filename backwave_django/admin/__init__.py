@@ -12,7 +12,8 @@ detail are shown only with ``view_sensitive_jobrecord``, and never while
 The modules: :mod:`.console` is the kit every page shares (permissions, badges, formatting, base
 admins, the operator-button gate) and imports no page; :mod:`.job_list` is the job list's
 paginator and filters; one module per page (:mod:`.jobs`, :mod:`.queues`, :mod:`.schedules`,
-:mod:`.workers`, :mod:`.audit`, :mod:`.dashboard`) imports those two and never another page.
+:mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`) imports those two and never
+another page.
 Registering happens here, and only here, when Django's admin autodiscovery imports this package.
 """
 
@@ -23,6 +24,8 @@ from django.contrib import admin
 from ..models import (
     Dashboard,
     JobRecord,
+    Observer,
+    ObserverDeadLetter,
     OperatorAudit,
     QueueSettings,
     RecurringSchedule,
@@ -31,6 +34,7 @@ from ..models import (
 from .audit import OperatorAuditAdmin
 from .dashboard import DashboardAdmin
 from .jobs import JobRecordAdmin
+from .observers import ObserverAdmin, ObserverDeadLetterAdmin
 from .queues import QueueSettingsAdmin
 from .schedules import RecurringScheduleAdmin
 from .workers import WorkerNodeAdmin
@@ -40,4 +44,6 @@ admin.site.register(QueueSettings, QueueSettingsAdmin)
 admin.site.register(RecurringSchedule, RecurringScheduleAdmin)
 admin.site.register(WorkerNode, WorkerNodeAdmin)
 admin.site.register(OperatorAudit, OperatorAuditAdmin)
+admin.site.register(Observer, ObserverAdmin)
+admin.site.register(ObserverDeadLetter, ObserverDeadLetterAdmin)
 admin.site.register(Dashboard, DashboardAdmin)

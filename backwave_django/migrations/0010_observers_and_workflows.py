@@ -34,6 +34,8 @@ class Migration(migrations.Migration):
                 ('cursor', models.BigIntegerField(default=-1)),
                 ('lease_owner', models.CharField(blank=True, max_length=255, null=True)),
                 ('lease_expiry', models.DateTimeField(blank=True, null=True)),
+                ('claimed_through', models.BigIntegerField(blank=True, null=True)),
+                ('claimed_count', models.PositiveIntegerField(default=0)),
                 ('states', models.JSONField(default=list)),
                 ('wire_name', models.CharField(blank=True, max_length=255, null=True)),
                 ('queue', models.CharField(blank=True, max_length=128, null=True)),

@@ -8,7 +8,7 @@ back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations; in each, a PostgreSQL statement sits beside the portable
 ORM path it must stay equivalent to (the same tests run against both): ``enqueueing``, ``claims``,
-``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules`` and ``housekeeping``.
+``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``, ``housekeeping`` and ``observers``.
 ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
 of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 """
@@ -28,6 +28,7 @@ from .observers import (
     observer_lag,
     report_observer_deliveries,
     sequence_log,
+    transition_event,
 )
 from .outcomes import job_output, report_outcome, report_outcomes
 from .schedules import (
@@ -76,6 +77,7 @@ __all__ = [
     "sequence_log",
     "set_concurrency_limit",
     "touch_worker",
+    "transition_event",
     "trigger_schedule",
     "unregister_worker",
     "upsert_schedule",

@@ -62,24 +62,26 @@ from ._tx import atomic_retrying
 #: At most this many entries are numbered per sequencer round.
 SEQUENCE_BATCH = 5_000
 
-#: Number the entries of ended transactions (PostgreSQL): see the module docstring.
+#: Number the entries of ended transactions (PostgreSQL): see the module docstring. Answers the
+#: horizon it used, how many it numbered, and the highest position and transaction id among them.
 NUMBER_ENTRIES = f"""
-WITH todo AS (
+WITH horizon AS (
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin
+), todo AS (
     SELECT id, tx_id FROM {TRANSITIONS}
-    WHERE position IS NULL AND tx_id >= %(horizon)s
-      AND tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+    WHERE position IS NULL AND tx_id >= %(horizon)s AND tx_id < (SELECT xmin FROM horizon)
     ORDER BY tx_id, id
     LIMIT %(batch)s
 ), numbered AS (
     SELECT id, tx_id, %(last)s + row_number() OVER (ORDER BY tx_id, id) AS position FROM todo
+), written AS (
+    UPDATE {TRANSITIONS} AS t SET position = n.position
+    FROM numbered AS n
+    WHERE t.id = n.id
+    RETURNING n.position, n.tx_id
 )
-UPDATE {TRANSITIONS} AS t SET position = n.position
-FROM numbered AS n
-WHERE t.id = n.id
-RETURNING n.position, n.tx_id
+SELECT (SELECT xmin FROM horizon), count(*), max(position), max(tx_id) FROM written
 """
-#: The horizon below which every transaction has ended.
-SNAPSHOT_XMIN = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _EVENT_FIELDS = (
     "position",
@@ -107,10 +109,15 @@ def sequence_log(*, max_rows: int = SEQUENCE_BATCH) -> int:
     using = jobs_database()
 
     def body() -> int:
-        LogSequencer.objects.using(using).get_or_create(pk=1)
-        state = LogSequencer.objects.using(using).select_for_update(skip_locked=True).filter(pk=1).first()
+        sequencer = LogSequencer.objects.using(using)
+        state = sequencer.select_for_update(skip_locked=True).filter(pk=1).first()
         if state is None:
-            return 0  # another sequencer holds it
+            if sequencer.filter(pk=1).exists():
+                return 0  # another sequencer holds it
+            sequencer.get_or_create(pk=1)  # the first round ever
+            state = sequencer.select_for_update(skip_locked=True).filter(pk=1).first()
+            if state is None:
+                return 0
         if connections[using].vendor == "postgresql":
             return _number_by_transaction(using, state, max_rows)
         return _number_in_id_order(using, state, max_rows)
@@ -120,21 +127,21 @@ def sequence_log(*, max_rows: int = SEQUENCE_BATCH) -> int:
 
 def _number_by_transaction(using: str, state: LogSequencer, max_rows: int) -> int:
     with connections[using].cursor() as cursor:
-        cursor.execute(SNAPSHOT_XMIN)
-        row = cursor.fetchone()
-        assert row is not None
-        xmin = int(row[0])
         cursor.execute(
             NUMBER_ENTRIES, {"horizon": state.horizon, "batch": max_rows, "last": state.last_position}
         )
-        numbered = cursor.fetchall()
-    if numbered:
-        state.last_position = max(position for position, _ in numbered)
+        row = cursor.fetchone()
+    assert row is not None
+    xmin, count, last_position, last_tx = int(row[0]), int(row[1]), row[2], row[3]
+    if count:
+        state.last_position = int(last_position)
     # All entries below xmin are numbered unless the batch was full: then the last transaction
     # numbered may have more, and the horizon stays at it.
-    state.horizon = max(tx for _, tx in numbered) if len(numbered) >= max_rows else max(xmin, state.horizon)
-    state.save(using=using, update_fields=["last_position", "horizon"])
-    return len(numbered)
+    horizon = int(last_tx) if count >= max_rows else max(xmin, state.horizon)
+    if count or horizon != state.horizon:
+        state.horizon = horizon
+        state.save(using=using, update_fields=["last_position", "horizon"])
+    return count
 
 
 def _number_in_id_order(using: str, state: LogSequencer, max_rows: int) -> int:
@@ -182,8 +189,11 @@ def claim_observer_deliveries(
     using = jobs_database()
 
     def body() -> ObserverClaim:
-        Observer.objects.using(using).get_or_create(observer_id=observer_id)
-        observer = Observer.objects.using(using).select_for_update().get(observer_id=observer_id)
+        observers = Observer.objects.using(using)
+        observer = observers.select_for_update().filter(observer_id=observer_id).first()
+        if observer is None:  # its first claim
+            observers.get_or_create(observer_id=observer_id)
+            observer = observers.select_for_update().get(observer_id=observer_id)
         observer.states = [int(s) for s in subscription]
         observer.wire_name, observer.queue = wire_name, queue
         held = observer.lease_owner not in (None, worker_id)
@@ -193,10 +203,14 @@ def claim_observer_deliveries(
         if not subscription:  # nothing matches: no lease, no change
             observer.save(using=using, update_fields=["states", "wire_name", "queue"])
             return ObserverClaim(False, ())
-        _sweep(using, observer, now)
+        if observer.claimed_through is not None:  # the last claim was never reported: count it
+            _count_lost_attempts(using, observer)
         claimed = _collect(using, observer, max_rows, now) if max_rows else []
         if claimed:
             observer.lease_owner, observer.lease_expiry = worker_id, now + lease_duration
+            observer.claimed_through, observer.claimed_count = claimed[-1].position, len(claimed)
+        else:  # nothing to deliver: move the cursor over what does not match (the report does otherwise)
+            _sweep(using, observer, now)
         observer.save(using=using)
         return ObserverClaim(bool(claimed), tuple(claimed))
 
@@ -234,28 +248,45 @@ def report_observer_deliveries(
             return False
         if observer.lease_expiry is None or observer.lease_expiry <= now:
             return False
-        deliveries = {
+        through = observer.claimed_through
+        in_flight = (
+            {p for p, _, _ in outcomes if observer.cursor < p <= through} if through is not None else set()
+        )
+        rows = {
             d.position: d
             for d in ObserverDelivery.objects.using(using).filter(
-                observer_id=observer_id, position__in=[p for p, _, _ in outcomes]
+                observer_id=observer_id, position__in=list(in_flight)
             )
         }
+        known = {p for p in in_flight if p not in rows or rows[p].resolution == ObserverDelivery.PENDING}
+        if len(known) < observer.claimed_count:  # some claimed deliveries are not reported: count them
+            _count_lost_attempts(using, observer, reported=known)
+        resolved: dict[int, tuple[int, int]] = {}  # position -> (resolution, attempts), for the sweep
+        retries: list[ObserverDelivery] = []
         for position, disposition, next_attempt_at in outcomes:
-            delivery = deliveries.get(position)
-            if delivery is None or delivery.resolution != ObserverDelivery.PENDING:
+            if position not in known:
                 continue
+            known.discard(position)
+            row = rows.get(position)
+            attempt = (row.delivery_attempt if row is not None else 0) + 1
             if disposition is ObserverDisposition.DELIVERED:
-                delivery.resolution = ObserverDelivery.DELIVERED
+                resolved[position] = (ObserverDelivery.DELIVERED, attempt)
             elif disposition is ObserverDisposition.DEAD_LETTERED:
-                delivery.resolution = ObserverDelivery.DEAD_LETTERED
-            elif next_attempt_at is None:  # not attempted: give the attempt back
-                delivery.delivery_attempt = max(delivery.delivery_attempt - 1, 0)
-                delivery.next_attempt_at = None
-            else:
-                delivery.next_attempt_at = next_attempt_at
-            delivery.save(using=using, update_fields=["resolution", "delivery_attempt", "next_attempt_at"])
-        _sweep(using, observer, now)
-        observer.save(using=using, update_fields=["cursor"])
+                resolved[position] = (ObserverDelivery.DEAD_LETTERED, attempt)
+            elif next_attempt_at is not None:  # failed: due again then
+                retries.append(
+                    ObserverDelivery(
+                        observer_id=observer_id,
+                        position=position,
+                        delivery_attempt=attempt,
+                        next_attempt_at=next_attempt_at,
+                    )
+                )
+            # RETRY without an instant: not attempted, so nothing is counted; it is due at once.
+        _store(using, retries, rows, ["delivery_attempt", "next_attempt_at"])
+        observer.claimed_through, observer.claimed_count = None, 0
+        _sweep(using, observer, now, resolved=resolved, rows=rows)
+        observer.save(using=using, update_fields=["cursor", "claimed_through", "claimed_count"])
         return True
 
     return atomic_retrying(using, body)
@@ -271,57 +302,134 @@ def _matching(observer: Observer) -> Q:
     return match
 
 
-def _sweep(using: str, observer: Observer, now: datetime) -> None:
+def _sweep(
+    using: str,
+    observer: Observer,
+    now: datetime,
+    *,
+    resolved: dict[int, tuple[int, int]] | None = None,
+    rows: dict[int, ObserverDelivery] | None = None,
+) -> None:
     """Advance the cursor to just before the first matching entry still pending; settled
-    deliveries it passes are removed (dead-lettered ones are recorded first)."""
+    deliveries it passes are removed (dead-lettered ones are recorded first).
+
+    ``resolved`` (position -> (resolution, delivery attempts)) are deliveries a report settles
+    now: those the cursor passes are never written, the others are stored settled (``rows``: the
+    stored rows among them, by position).
+    """
     observer_id = observer.observer_id
+    resolved = resolved or {}
     # Read the highest position first: everything numbered up to it is committed, so the search
     # below (a later snapshot) sees all of it; entries numbered after it lie beyond the cursor.
     last = _last_position(using)
-    settled = list(
-        ObserverDelivery.objects.using(using)
+    settled = {
+        position: (resolution, attempts)
+        for position, resolution, attempts in ObserverDelivery.objects.using(using)
         .filter(observer_id=observer_id, position__gt=observer.cursor)
         .exclude(resolution=ObserverDelivery.PENDING)
-        .order_by("position")
-    )
+        .values_list("position", "resolution", "delivery_attempt")
+    }
+    stored = set(settled)
+    settled.update(resolved)
     first_pending = (
         JobTransition.objects.using(using)
         .filter(_matching(observer), position__gt=observer.cursor, position__lte=last)
-        .exclude(position__in=[d.position for d in settled])
+        .exclude(position__in=list(settled))
         .order_by("position")
         .values_list("position", flat=True)
         .first()
     )
     cursor = first_pending - 1 if first_pending is not None else max(observer.cursor, last)
-    passed = [d for d in settled if d.position <= cursor]
-    dead = [d for d in passed if d.resolution == ObserverDelivery.DEAD_LETTERED]
+    passed = [p for p in settled if p <= cursor]
+    dead = {p: settled[p][1] for p in passed if settled[p][0] == ObserverDelivery.DEAD_LETTERED}
     if dead:
-        entries = {
-            position: (job_id, ordinal, state, attempt)
-            for position, job_id, ordinal, state, attempt in JobTransition.objects.using(using)
-            .filter(position__in=[d.position for d in dead])
-            .values_list("position", "job__job_id", "ordinal", "state", "attempt")
-        }
-        ObserverDeadLetter.objects.using(using).bulk_create(
-            [
-                ObserverDeadLetter(
-                    observer_id=observer_id,
-                    position=d.position,
-                    job_id=entries[d.position][0],
-                    ordinal=entries[d.position][1],
-                    state=entries[d.position][2],
-                    attempt=entries[d.position][3],
-                    delivery_attempts=d.delivery_attempt,
-                    dead_lettered_at=now,
-                )
-                for d in dead
-                if d.position in entries  # (an entry purged meanwhile leaves no record)
-            ],
-            ignore_conflicts=True,
-        )
+        _record_dead_letters(using, observer_id, dead, now)
     if passed:
-        ObserverDelivery.objects.using(using).filter(pk__in=[d.pk for d in passed]).delete()
+        ObserverDelivery.objects.using(using).filter(observer_id=observer_id, position__in=passed).delete()
+    kept = [
+        ObserverDelivery(
+            observer_id=observer_id, position=position, resolution=resolution, delivery_attempt=attempts
+        )
+        for position, (resolution, attempts) in resolved.items()
+        if position > cursor and position not in stored
+    ]
+    _store(using, kept, rows or {}, ["resolution", "delivery_attempt"])
     observer.cursor = cursor
+
+
+def _store(
+    using: str, deliveries: list[ObserverDelivery], rows: dict[int, ObserverDelivery], fields: list[str]
+) -> None:
+    """Write ``deliveries``: update the ``fields`` of those already stored (``rows``), insert the rest."""
+    existing, fresh = [], []
+    for delivery in deliveries:
+        row = rows.get(delivery.position)
+        if row is None:
+            fresh.append(delivery)
+            continue
+        for name in fields:
+            setattr(row, name, getattr(delivery, name))
+        existing.append(row)
+    if fresh:
+        ObserverDelivery.objects.using(using).bulk_create(fresh)
+    if existing:
+        ObserverDelivery.objects.using(using).bulk_update(existing, fields)
+
+
+def _count_lost_attempts(using: str, observer: Observer, *, reported: set[int] | None = None) -> None:
+    """The deliveries of the observer's last claim that no report settled (all of them when it is
+    claimed again, else those a report left out) each used an attempt: record it, due at once."""
+    through = observer.claimed_through
+    assert through is not None
+    positions = [
+        p
+        for p in JobTransition.objects.using(using)
+        .filter(_matching(observer), position__gt=observer.cursor, position__lte=through)
+        .values_list("position", flat=True)
+        if p is not None and p not in (reported or ())
+    ]
+    rows = {
+        d.position: d
+        for d in ObserverDelivery.objects.using(using).filter(
+            observer_id=observer.observer_id, position__in=positions
+        )
+    }
+    lost = [
+        ObserverDelivery(
+            observer_id=observer.observer_id,
+            position=p,
+            delivery_attempt=(rows[p].delivery_attempt if p in rows else 0) + 1,
+            next_attempt_at=None,
+        )
+        for p in positions
+        if p not in rows or rows[p].resolution == ObserverDelivery.PENDING
+    ]
+    _store(using, lost, rows, ["delivery_attempt", "next_attempt_at"])
+    observer.claimed_through, observer.claimed_count = None, 0
+
+
+def _record_dead_letters(using: str, observer_id: str, attempts: dict[int, int], now: datetime) -> None:
+    """Keep the metadata of the deliveries given up on (an entry purged meanwhile leaves none)."""
+    entries = JobTransition.objects.using(using).filter(position__in=list(attempts))
+    ObserverDeadLetter.objects.using(using).bulk_create(
+        [
+            ObserverDeadLetter(
+                observer_id=observer_id,
+                position=position,
+                job_id=job_id,
+                ordinal=ordinal,
+                state=state,
+                attempt=attempt,
+                delivery_attempts=attempts[position],
+                dead_lettered_at=now,
+            )
+            for position, job_id, ordinal, state, attempt in entries.values_list(
+                "position", "job__job_id", "ordinal", "state", "attempt"
+            )
+            if position is not None
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def _last_position(using: str) -> int:
@@ -330,8 +438,9 @@ def _last_position(using: str) -> int:
 
 
 def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> list[Delivery]:
-    """The matching entries after the cursor to deliver now, each starting an attempt."""
-    window = max(max_rows * 2, 64)
+    """The matching entries after the cursor to deliver now, each starting an attempt (counted
+    when the report says how it went, or when the claim is lost)."""
+    window = max_rows + 32  # a few more, for settled entries the sweep has not removed yet
     collected: list[tuple[dict[str, Any], ObserverDelivery | None]] = []
     after = observer.cursor
     while len(collected) < max_rows:
@@ -367,21 +476,9 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
         if blocked or len(entries) < window:
             break
         after = entries[-1]["position"]
-    fresh = [
-        ObserverDelivery(observer_id=observer.observer_id, position=entry["position"], delivery_attempt=1)
-        for entry, delivery in collected
-        if delivery is None
+    return [
+        _delivery(entry, (row.delivery_attempt if row is not None else 0) + 1) for entry, row in collected
     ]
-    if fresh:
-        ObserverDelivery.objects.using(using).bulk_create(fresh)
-    again = [delivery for _, delivery in collected if delivery is not None]
-    for delivery in again:
-        delivery.delivery_attempt += 1
-        delivery.next_attempt_at = None
-    if again:
-        ObserverDelivery.objects.using(using).bulk_update(again, ["delivery_attempt", "next_attempt_at"])
-    attempts = {d.position: d.delivery_attempt for d in fresh + again}
-    return [_delivery(entry, attempts[entry["position"]]) for entry, _ in collected]
 
 
 def _delivery(entry: dict[str, Any], attempt: int) -> Delivery:

@@ -2,18 +2,19 @@
 
 One per worker process, started only when observers are registered (docs/observers.md). Each
 round it numbers new log entries (``store.sequence_log``), then for each observer claims its
-next deliveries and runs the observer on each, in log order, one at a time, each within
-``OBSERVER_TIMEOUT`` (30 s; an observer that overruns is left running in the background and
-counts as failed). A
-failed delivery is retried by ``OBSERVER_RETRY`` (or dead-lettered at its ceiling) and the rest
-of the batch waits behind it: their attempts are given back. After a round with work it goes
-again at once; otherwise it waits ``POLL_INTERVAL``.
+next deliveries and runs the observer on each, in log order, one at a time (on a thread of the
+observer's own), each within ``OBSERVER_TIMEOUT`` (30 s; an observer that overruns is left
+running in the background and counts as failed). A failed delivery is retried by
+``OBSERVER_RETRY`` (or dead-lettered at its ceiling) and the rest of the batch waits behind it:
+their attempts are given back. After a round with work it goes again at once; otherwise it
+waits ``POLL_INTERVAL``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -30,11 +31,17 @@ from .execution import failure_detail
 
 logger = logging.getLogger("backwave_django.worker")
 
-#: Deliveries claimed per observer per round.
-DELIVERY_BATCH = 32
-#: The observer's lease: long enough for a batch of deliveries at their timeout is not needed,
-#: since a batch stops early (and reports) once half of it has passed.
-OBSERVER_LEASE = timedelta(minutes=2)
+#: Deliveries claimed per observer per round: large enough that the claim and the report (two
+#: transactions) cost little per delivery; a failure gives the rest of the batch back.
+DELIVERY_BATCH = 256
+
+
+def observer_lease(settings: BackWaveSettings) -> timedelta:
+    """How long a claim holds an observer: the worker's ``LEASE_DURATION`` plus one delivery's
+    ``OBSERVER_TIMEOUT``. A batch starts no call after half the lease duration has passed, and a
+    call ends within the timeout, so a live pump reports before its lease lapses; a dead one
+    holds the observer up no longer than that."""
+    return settings.lease_duration + settings.observer_timeout
 MAX_FAULT_BACKOFF_SECONDS = 30.0
 
 
@@ -51,6 +58,15 @@ class ObserverPump:
         self.thread = threading.Thread(target=self._serve, name="backwave-observers", daemon=True)
         self.backoff = 0.0
         self.delivered = 0
+        self.callers: dict[str, ObserverCaller] = {}
+
+    def _caller(self, definition: ObserverDefinition) -> ObserverCaller:
+        caller = self.callers.get(definition.observer_id)
+        if caller is None:
+            caller = self.callers[definition.observer_id] = ObserverCaller(
+                f"backwave-observer-{definition.observer_id}"
+            )
+        return caller
 
     def start(self) -> None:
         self.thread.start()
@@ -79,6 +95,8 @@ class ObserverPump:
                 if not worked:
                     self.stopping.wait(self.settings.poll_interval.total_seconds())
         finally:
+            for caller in self.callers.values():
+                caller.close()
             connections.close_all()
 
     def run_round(self) -> bool:
@@ -94,7 +112,7 @@ class ObserverPump:
                 queue=definition.queue,
                 worker_id=self.worker_id,
                 max_rows=DELIVERY_BATCH,
-                lease_duration=OBSERVER_LEASE,
+                lease_duration=observer_lease(self.settings),
                 now=clock.now(),
             )
             if claim.deliveries:
@@ -111,12 +129,14 @@ class ObserverPump:
         outcomes: list[tuple[int, ObserverDisposition, datetime | None]] = []
         give_back_from: int | None = None
         started = time.monotonic()
-        budget = OBSERVER_LEASE.total_seconds() / 2
+        budget = self.settings.lease_duration.total_seconds() / 2
         for index, delivery in enumerate(deliveries):
             if self.stopping.is_set() or time.monotonic() - started > budget:
                 give_back_from = index
                 break
-            error = run_with_timeout(definition, delivery, self.settings.observer_timeout.total_seconds())
+            error = self._caller(definition).call(
+                definition, delivery, self.settings.observer_timeout.total_seconds()
+            )
             if error is None:
                 outcomes.append((delivery.position, ObserverDisposition.DELIVERED, None))
                 self.delivered += 1
@@ -154,28 +174,60 @@ class ObserverPump:
         return outcomes
 
 
-def run_with_timeout(definition: ObserverDefinition, delivery: Delivery, timeout: float) -> str | None:
-    """Run the observer on one delivery in a thread of its own; None when it returned in time,
-    else what went wrong (its exception, or the timeout; an overrunning observer keeps running)."""
-    result: list[BaseException | None] = []
+class ObserverCaller:
+    """Runs observer calls, one at a time, on a reusable daemon thread (its database connections
+    stay open between calls, as a job thread's do).
 
-    def call() -> None:
-        close_old_connections()
-        try:
-            outcome: Any = definition.func(delivery)
-            if definition.is_async:
-                asyncio.run(outcome)
-        except BaseException as exc:
-            result.append(exc)
-        else:
-            result.append(None)
-        finally:
-            connections.close_all()
+    A call that overruns its timeout keeps its thread, which leaves once the call returns; the
+    next call gets a fresh thread. Daemon threads: a hung observer never holds up the exit.
+    """
 
-    thread = threading.Thread(target=call, name=f"backwave-observer-{definition.observer_id}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not result:
-        return f"timed out after {timeout:g}s"
-    error = result[0]
-    return None if error is None else failure_detail(error).split("\n", 1)[0]
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._work: queue.SimpleQueue[_Call | None] | None = None
+
+    def call(self, definition: ObserverDefinition, delivery: Delivery, timeout: float) -> str | None:
+        """None when the observer returned in time, else what went wrong (its exception, or the timeout)."""
+        if self._work is None:
+            self._work = queue.SimpleQueue()
+            threading.Thread(target=_serve_calls, args=(self._work,), name=self.name, daemon=True).start()
+        call = _Call(definition, delivery)
+        self._work.put(call)
+        if not call.done.wait(timeout):
+            self.close()  # that thread leaves after the overrunning call
+            return f"timed out after {timeout:g}s"
+        if call.error is None:
+            return None
+        return failure_detail(call.error).split("\n", 1)[0]
+
+    def close(self) -> None:
+        if self._work is not None:
+            self._work.put(None)
+            self._work = None
+
+
+class _Call:
+    __slots__ = ("definition", "delivery", "done", "error")
+
+    def __init__(self, definition: ObserverDefinition, delivery: Delivery) -> None:
+        self.definition = definition
+        self.delivery = delivery
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+def _serve_calls(work: queue.SimpleQueue[_Call | None]) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        while (call := work.get()) is not None:
+            close_old_connections()
+            try:
+                outcome: Any = call.definition.func(call.delivery)
+                if call.definition.is_async:
+                    loop.run_until_complete(outcome)
+            except BaseException as exc:
+                call.error = exc
+            call.done.set()
+    finally:
+        loop.close()
+        connections.close_all()

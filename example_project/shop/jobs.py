@@ -14,6 +14,8 @@ Each job shows one feature:
 - ``send-welcome-email``: its parameter was renamed from ``user_id`` to ``customer_id``; jobs
   stored before the rename no longer bind and are Quarantined instead of failing forever.
 - ``export-orders-csv``: runs on the ``exports`` queue, which the demo pauses.
+- ``shop.alert-dead-letters``: an observer, not a job: the workers call it once for every job that
+  dead-letters, and it logs an alert (where a real shop would page someone).
 
 Handlers may run more than once (at-least-once execution), so each is safe to repeat.
 """
@@ -22,15 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import uuid
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from backwave_django import JobContext, PreparedJob, enqueue_many, job
+from backwave_django import JobContext, JobState, PreparedJob, TransitionEvent, enqueue_many, job, observer
 
 from . import providers
+
+alerts = logging.getLogger("shop.alerts")
 
 #: The shop's business day is Berlin's.
 SHOP_TIME_ZONE = ZoneInfo("Europe/Berlin")
@@ -203,3 +208,22 @@ LEGACY_WELCOME_PAYLOAD: dict[str, Any] = {"args": [], "kwargs": {"user_id": 17}}
 @job("export-orders-csv", queue="exports")
 def export_orders_csv(month: str) -> dict[str, Any]:
     return {"month": month, "file": f"exports/orders-{month}.csv"}
+
+
+# --- An observer: alert when a job dead-letters -------------------------------------------------
+
+
+@observer("shop.alert-dead-letters", states=[JobState.DEAD_LETTERED])
+def alert_dead_letters(event: TransitionEvent) -> None:
+    """Called by a worker, at least once, for every job that dead-letters (docs/observers.md).
+
+    Logging is idempotent enough; a pager call would key on ``(event.job_id, event.ordinal)``.
+    """
+    alerts.error(
+        "ALERT: %s job %s dead-lettered on attempt %d (queue %s, by %s)",
+        event.wire_name,
+        event.job_id,
+        event.attempt,
+        event.queue,
+        event.actor,
+    )

@@ -108,6 +108,23 @@ def test_an_exchange_rate_call_that_keeps_failing_dead_letters_on_the_sixth_fail
     assert job.terminal_at == job.enqueued_at + timedelta(seconds=2 + 4 + 8 + 16 + 32)
 
 
+def test_a_dead_lettered_job_raises_an_alert(
+    backwave: BackWaveHarness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The observer, called with the job's Dead-Lettered transition as a worker would call it."""
+    monkeypatch.setattr(
+        providers, "exchange_rates", ScriptedProvider(failures=100, clock=lambda: backwave.now)
+    )
+    job_id = jobs.sync_exchange_rates.enqueue("EUR").job_id
+    backwave.drain()
+    dead = [entry for entry in backwave.job(job_id).transitions if entry.state is JobState.DEAD_LETTERED]
+    event = store.transition_event(job_id, dead[0].ordinal)
+    assert event is not None
+    with caplog.at_level("ERROR", logger="shop.alerts"):
+        jobs.alert_dead_letters(event)
+    assert f"ALERT: sync-exchange-rates job {job_id} dead-lettered on attempt 6" in caplog.text
+
+
 # --- Fan-out / fan-in: a report built from parallel parts ---------------------------------------
 
 #: (orders, revenue in cents) per region, in place of the orders table.

@@ -35,7 +35,15 @@ from django.utils import timezone
 
 import backwave_django
 from backwave_django import Failure, JobState, NewJob, ScheduleSpec, Success, store
-from backwave_django.models import JobRecord, OperatorAudit, QueueSettings, RecurringSchedule, WorkerNode
+from backwave_django.models import (
+    JobRecord,
+    Observer,
+    ObserverDeadLetter,
+    OperatorAudit,
+    QueueSettings,
+    RecurringSchedule,
+    WorkerNode,
+)
 from tests.jobsapp import jobs
 
 from ..conftest import LEASE
@@ -61,6 +69,8 @@ class World:
     schedule: RecurringSchedule
     worker: WorkerNode
     audit: OperatorAudit
+    observer: Observer
+    dead_letter: ObserverDeadLetter
 
     def object_for(self, model_name: str) -> Any:
         return {
@@ -69,6 +79,8 @@ class World:
             "recurringschedule": self.schedule,
             "workernode": self.worker,
             "operatoraudit": self.audit,
+            "observer": self.observer,
+            "observerdeadletter": self.dead_letter,
         }.get(model_name)
 
 
@@ -159,6 +171,20 @@ def build_world(mark: str) -> World:
         schedule=RecurringSchedule.objects.get(schedule_id=f"{mark}-schedule"),
         worker=WorkerNode.objects.get(worker_id=f"{mark}-worker"),
         audit=OperatorAudit.objects.get(actor=f"{mark}-actor"),
+        # Written directly: on PostgreSQL the log is numbered only after a transaction ends.
+        observer=Observer.objects.create(
+            observer_id=f"{mark}-observer", states=[int(s) for s in JobState], queue=f"{mark}-dlq"
+        ),
+        dead_letter=ObserverDeadLetter.objects.create(
+            observer_id=f"{mark}-observer",
+            position=7,
+            job_id=dead,
+            ordinal=2,
+            state=JobState.DEAD_LETTERED,
+            attempt=1,
+            delivery_attempts=3,
+            dead_lettered_at=now,
+        ),
     )
 
 
@@ -226,7 +252,15 @@ SPEC_PERMISSIONS = {
 def test_the_app_defines_every_spec_permission_and_the_matrix_sees_the_console():
     assert set(ALL_CODENAMES) >= SPEC_PERMISSIONS
     names = {route.name for route in discover_routes()}
-    for model in ("jobrecord", "queuesettings", "recurringschedule", "workernode", "operatoraudit"):
+    for model in (
+        "jobrecord",
+        "queuesettings",
+        "recurringschedule",
+        "workernode",
+        "operatoraudit",
+        "observer",
+        "observerdeadletter",
+    ):
         assert f"{APP}_{model}_changelist" in names
         assert f"{APP}_{model}_change" in names
 
@@ -263,6 +297,7 @@ ROW_MARKERS = {
     "bw-sentinel-worker": {"workernode", "jobrecord"},
     "bw-sentinel-actor": {"operatoraudit"},
     "bw-sentinel-schedule": {"recurringschedule", "jobrecord"},
+    "bw-sentinel-observer": {"observer", "observerdeadletter"},
 }
 
 
@@ -468,7 +503,14 @@ def test_rows_are_never_added_changed_or_deleted_as_raw_rows(world: World) -> No
     """Jobs, queues, workers and audit rows have no add/change/delete views that write."""
     client, _ = _client_for("superuser")
     before = _backwave_rows()
-    for model in ("jobrecord", "queuesettings", "workernode", "operatoraudit"):
+    for model in (
+        "jobrecord",
+        "queuesettings",
+        "workernode",
+        "operatoraudit",
+        "observer",
+        "observerdeadletter",
+    ):
         obj = world.object_for(model)
         for url in (f"/admin/{APP}/{model}/add/", f"/admin/{APP}/{model}/{obj.pk}/change/"):
             response = client.post(url, {"state": 3, "queue": "x", "actor": "x", "payload": "{}"})

@@ -3,7 +3,8 @@
 
 Each appends one JSON line per delivery attempt to the file named by
 ``BACKWAVE_TEST_OBSERVER_LOG``: which observer, the entry's position, job, ordinal, state and the
-delivery attempt, and what it did.
+delivery attempt, and what it did. The worker's ``job_started`` and ``job_finished`` signals are
+logged to the same file (as observer ``signal.<name>``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import json
 import os
 from pathlib import Path
 
-from backwave_django import JobState, TransitionEvent, observer
+from django.dispatch import receiver
+
+from backwave_django import JobState, TransitionEvent, observer, signals
 
 LOG_ENV = "BACKWAVE_TEST_OBSERVER_LOG"
 
@@ -50,3 +53,25 @@ def flaky_finisher(event: TransitionEvent) -> None:
 async def slow_dead_letters(event: TransitionEvent) -> None:
     _log("test.slow-dead-letters", event, "start")
     await asyncio.sleep(5)  # past OBSERVER_TIMEOUT in the tests: every attempt times out
+
+
+def _signalled(name: str, **named: object) -> None:
+    record = {
+        "observer": f"signal.{name}",
+        "job": str(named["job_id"]),
+        "attempt": named["attempt"],
+        "state": named["state"].name if "state" in named else None,  # type: ignore[attr-defined]
+        "pid": os.getpid(),
+    }
+    with Path(os.environ[LOG_ENV]).open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+@receiver(signals.job_started)
+def job_started(sender: object, **named: object) -> None:
+    _signalled("job_started", **named)
+
+
+@receiver(signals.job_finished)
+def job_finished(sender: object, **named: object) -> None:
+    _signalled("job_finished", **named)

@@ -18,7 +18,7 @@ from backwave_django import JobState, ObserverDisposition, store
 from backwave_django.core.observing import ObserverDisposition as Disposition
 from backwave_django.models import JobTransition, ObserverDeadLetter, ObserverDelivery
 
-from ..conftest import LEASE, T0, WORKER, enqueue, lease, report
+from ..conftest import LEASE, T0, WORKER, enqueue, lease, number_log, report
 
 # Every store call a transaction of its own: on PostgreSQL the sequencer numbers only entries of
 # ended transactions, so a test inside one transaction would never see them numbered.
@@ -45,7 +45,7 @@ def settle(observer="o", *, outcomes, worker="ow", now=T0):
     return store.report_observer_deliveries(observer, worker_id=worker, outcomes=outcomes, now=now)
 
 
-def _numbered() -> list[tuple[Any, int, str]]:
+def _numbered() -> list[tuple[Any, int, int | None]]:
     return list(
         JobTransition.objects.filter(position__isnull=False)
         .order_by("position")
@@ -64,7 +64,7 @@ def test_the_sequencer_numbers_committed_entries_once_in_order():
     assert store.sequence_log() == 1
     numbered = _numbered()
     assert [(job, ordinal) for job, ordinal, _ in numbered] == [(first, 0), (second, 0), (third, 0)]
-    positions = [position for _, _, position in numbered]
+    positions = [position for _, _, position in numbered if position is not None]
     assert positions == sorted(positions)
     assert len(set(positions)) == 3
 
@@ -85,7 +85,7 @@ def test_a_claim_delivers_matching_entries_in_log_order_and_starts_an_attempt():
     other = enqueue(queue="elsewhere")
     lease(queue="q")
     report(job)
-    store.sequence_log()
+    number_log()
     got = claim(states=[JobState.LEASED, JobState.SUCCEEDED], queue="q")
     assert got.acquired
     assert [(d.job_id, d.state, d.attempt, d.delivery_attempt) for d in got.deliveries] == [
@@ -103,14 +103,14 @@ def test_a_wire_name_filter_and_max_rows():
     for _ in range(3):
         enqueue(wire_name="a")
     enqueue(wire_name="b")
-    store.sequence_log()
+    number_log()
     got = claim(wire_name="a", max_rows=2)
     assert [d.wire_name for d in got.deliveries] == ["a", "a"]
 
 
 def test_another_workers_live_lease_keeps_a_claimer_out_until_it_expires():
     enqueue()
-    store.sequence_log()
+    number_log()
     assert claim(worker="first").acquired
     blocked = claim(worker="second")
     assert (blocked.acquired, blocked.deliveries) == (False, ())
@@ -120,7 +120,7 @@ def test_another_workers_live_lease_keeps_a_claimer_out_until_it_expires():
 
 def test_an_empty_subscription_matches_nothing_and_takes_no_lease():
     enqueue()
-    store.sequence_log()
+    number_log()
     assert claim(states=[]) == claim(states=[])
     assert not claim(states=[]).acquired
     assert claim(worker="other").acquired
@@ -136,7 +136,7 @@ def test_a_bad_subscription_is_refused():
 
 def test_delivered_entries_advance_the_cursor_over_non_matching_ones():
     a, b = enqueue(), enqueue()
-    store.sequence_log()
+    number_log()
     assert store.observer_cursor("o") == -1
     got = claim(states=[JobState.SCHEDULED])
     assert settle(outcomes=[(d.position, Disposition.DELIVERED, None) for d in got.deliveries])
@@ -148,7 +148,7 @@ def test_delivered_entries_advance_the_cursor_over_non_matching_ones():
 
 def test_a_retry_blocks_the_line_until_it_is_due():
     first, second = enqueue(), enqueue()
-    store.sequence_log()
+    number_log()
     got = claim()
     retry_at = T0 + timedelta(minutes=1)
     settle(
@@ -164,7 +164,7 @@ def test_a_retry_blocks_the_line_until_it_is_due():
 
 def test_a_dead_lettered_delivery_is_recorded_and_passed():
     job = enqueue()
-    store.sequence_log()
+    number_log()
     [delivery] = claim().deliveries
     settle(outcomes=[(delivery.position, Disposition.DEAD_LETTERED, None)], now=LATER)
     [dead] = store.observer_dead_letters("o")
@@ -184,9 +184,29 @@ def test_a_dead_lettered_delivery_is_recorded_and_passed():
     assert ObserverDeadLetter.objects.count() == 1
 
 
+def test_deliveries_settled_behind_a_pending_one_wait_for_it_and_are_not_delivered_again():
+    first, second, third = enqueue(), enqueue(), enqueue()
+    number_log()
+    a, b, c = claim().deliveries
+    # Only the later two are reported: the cursor stays before the first, they are kept settled.
+    assert settle(
+        outcomes=[(b.position, Disposition.DELIVERED, None), (c.position, Disposition.DEAD_LETTERED, None)]
+    )
+    assert store.observer_cursor("o") == a.position - 1
+    assert store.observer_dead_letters("o") == []
+    again = claim(now=LATER)
+    assert [(d.job_id, d.delivery_attempt) for d in again.deliveries] == [(first, 2)]
+    assert settle(outcomes=[(a.position, Disposition.DELIVERED, None)], now=LATER)
+    assert store.observer_cursor("o") == c.position
+    [dead] = store.observer_dead_letters("o")
+    assert (dead.job_id, dead.delivery_attempts, dead.dead_lettered_at) == (third, 1, LATER)
+    assert {second, third} == {b.job_id, c.job_id}
+    assert not ObserverDelivery.objects.exists()
+
+
 def test_a_report_from_a_worker_without_the_live_lease_changes_nothing():
     enqueue()
-    store.sequence_log()
+    number_log()
     [delivery] = claim(worker="holder").deliveries
     outcome = [(delivery.position, Disposition.DELIVERED, None)]
     assert not settle(outcomes=outcome, worker="intruder")
@@ -198,7 +218,7 @@ def test_a_report_from_a_worker_without_the_live_lease_changes_nothing():
 def test_lag_counts_the_matching_entries_after_the_cursor():
     enqueue(now=T0)
     enqueue(now=LATER, wire_name="x")
-    store.sequence_log()
+    number_log()
     lag = store.observer_lag("o", states=ALL)
     assert (lag.cursor, lag.pending, lag.oldest_pending_at) == (-1, 2, T0)
     lag = store.observer_lag("o", states=ALL, wire_name="x")
@@ -211,7 +231,7 @@ def test_lag_counts_the_matching_entries_after_the_cursor():
 
 def test_dispositions_must_be_observer_dispositions():
     with pytest.raises(TypeError, match="ObserverDisposition"):
-        settle(outcomes=[(0, "DELIVERED", None)])  # type: ignore[list-item]
+        settle(outcomes=[(0, "DELIVERED", None)])
     assert ObserverDisposition.DELIVERED is Disposition.DELIVERED
 
 
@@ -225,7 +245,7 @@ def test_a_cursor_never_skips_a_transaction_that_commits_later():
     the observer first sees neither, then both, the earlier transaction first. A cursor that had
     passed everything numbered never misses the slow transaction's entry."""
     before = enqueue()
-    store.sequence_log()
+    number_log()
     passed = claim()
     settle(outcomes=[(d.position, Disposition.DELIVERED, None) for d in passed.deliveries])
     assert [d.job_id for d in passed.deliveries] == [before]
@@ -254,7 +274,7 @@ def test_a_cursor_never_skips_a_transaction_that_commits_later():
     go.set()
     thread.join(30)
     assert not errors, errors
-    store.sequence_log()
+    number_log()
     after = claim()
     assert [d.job_id for d in after.deliveries] == [slow_job, fast]
     assert all(d.position > passed.deliveries[-1].position for d in after.deliveries)

@@ -71,6 +71,8 @@ class Transition:
     recorded_at: float
     #: Whether the entry carries failure detail (a failed attempt).
     failed: bool = False
+    #: Its place in the observers' delivery order; None while unnumbered.
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,16 @@ class Snapshot:
     edges: list[tuple[str, str]] = field(default_factory=list)
     #: (job id, key, value) per JobTag row.
     tags: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Observer id → its cursor and the positions it dead-lettered.
+    observers: dict[str, ObserverEnd] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ObserverEnd:
+    """An observer's durable state at the end: its cursor and its dead-lettered positions."""
+
+    cursor: int
+    dead_letters: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

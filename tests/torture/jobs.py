@@ -7,6 +7,9 @@ lease to expiry. ``snooze_p`` and ``discard_p`` are the chances an attempt raise
 ``Discard``; ``spin_ms`` keeps the interpreter busy after the work (a job enqueued with a shorter
 ``timeout`` is then stopped by the worker's watchdog). Every handler polls the cancel flag, so
 operator cancels of running jobs end Cancelled.
+
+Two observers (:data:`OBSERVERS`) journal every delivery, so the audit can show that each matching
+log entry was delivered at least once, in order, none skipped; one of them fails now and then.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import random
 import time
 from typing import Any
 
-from backwave_django import Discard, JobContext, Snooze, job
+from backwave_django import Discard, JobContext, JobState, Snooze, TransitionEvent, job, observer
 
 #: Where handlers append their execution records (one file per worker process).
 EXEC_LOG_ENV = "BACKWAVE_TORTURE_EXEC_LOG"
@@ -128,3 +131,49 @@ async def work_async(
 @job(STRICT_WIRE, queue="torture-a", takes_context=True)
 def strict(ctx: JobContext, seed: int = 0) -> None:
     _record(ctx)  # never reached: the payloads enqueued for it do not bind
+
+
+# --- Observers: every delivery leaves a journal line, some fail and are retried ---------------
+
+#: Observer id → (the states it subscribes to, the wire name it is narrowed to or None).
+OBSERVERS: dict[str, tuple[frozenset[int], str | None]] = {
+    "torture.every-transition": (frozenset(int(s) for s in JobState), None),
+    "torture.work-ends": (frozenset({int(JobState.SUCCEEDED), int(JobState.DEAD_LETTERED)}), WIRE),
+}
+#: The chance one delivery attempt of the every-transition observer raises (it is then retried).
+OBSERVER_FAIL_P = 0.05
+
+
+def _observed(observer_id: str, event: TransitionEvent, did: str) -> None:
+    base = os.environ.get(EXEC_LOG_ENV)
+    if not base:
+        return
+    line = json.dumps(
+        {
+            "op": "observed",
+            "observer": observer_id,
+            "position": event.position,
+            "job": str(event.job_id),
+            "ordinal": event.ordinal,
+            "state": int(event.state),
+            "did": did,
+            "pid": os.getpid(),
+            "t": time.time(),
+        }
+    )
+    with open(f"{base}.{os.getpid()}", "a") as handle:
+        handle.write(line + "\n")
+
+
+@observer("torture.every-transition", states=list(JobState))
+def every_transition(event: TransitionEvent) -> None:
+    attempt = getattr(event, "delivery_attempt", 1)
+    if random.Random(f"{event.position}:{attempt}:observe").random() < OBSERVER_FAIL_P:
+        _observed("torture.every-transition", event, "fail")
+        raise RuntimeError(f"torture observer failure on delivery attempt {attempt}")
+    _observed("torture.every-transition", event, "ok")
+
+
+@observer("torture.work-ends", states=[JobState.SUCCEEDED, JobState.DEAD_LETTERED], wire_name=WIRE)
+async def work_ends(event: TransitionEvent) -> None:
+    _observed("torture.work-ends", event, "ok")

@@ -24,9 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from .apps import DUPLICATE_DELIVERY_ENV
-from .audit import AuditConfig, JobRow, Snapshot, Transition, Violation, audit, check_drained, check_stable
+from .audit import (
+    AuditConfig,
+    JobRow,
+    ObserverEnd,
+    Snapshot,
+    Transition,
+    Violation,
+    audit,
+    check_drained,
+    check_stable,
+)
 from .client import GOVERNED_QUEUE, PAUSABLE_QUEUE, QUEUES
-from .jobs import BACKOFF, EXEC_LOG_ENV, MAX_ATTEMPTS, UNROUTABLE_WIRES
+from .jobs import BACKOFF, EXEC_LOG_ENV, MAX_ATTEMPTS, OBSERVERS, UNROUTABLE_WIRES
+from .observer_audit import check_observers
 from .pgserver import PrivateCluster, Server
 
 logger = logging.getLogger("torture")
@@ -42,6 +53,8 @@ WORKER_SETTINGS: dict[str, Any] = {
     "MAINTENANCE_INTERVAL": 0.5,
     "CONCURRENCY": 4,
     "RETRY": {"MAX_ATTEMPTS": MAX_ATTEMPTS, "BACKOFF": BACKOFF},
+    "OBSERVER_RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": [0.05, 0.2]},
+    "OBSERVER_TIMEOUT": 2.0,
 }
 #: A worker slot whose process dies on its own this many times is an infrastructure failure.
 MAX_UNEXPECTED_EXITS = 8
@@ -88,8 +101,13 @@ class Figures:
     timeouts: int = 0
     discards: int = 0
     given_back: int = 0
+    #: Observer calls that returned, and those that raised (each then retried).
+    observer_deliveries: int = 0
+    observer_failures: int = 0
+    observer_dead_letters: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
     drain_seconds: float = 0.0
+    observer_catch_up_seconds: float = 0.0
     wall_seconds: float = 0.0
 
 
@@ -475,6 +493,7 @@ class Runner:
             time.sleep(0.25)
         self.figures.drain_seconds = round(time.monotonic() - drain_started, 1)
         logger.info("drain: %s live job(s) left after %.1f s", live, self.figures.drain_seconds)
+        self._wait_for_observers()
         first = self._snapshot()
         time.sleep(1.5)
         second = self._snapshot()
@@ -483,7 +502,12 @@ class Runner:
         config = AuditConfig(
             max_attempts=MAX_ATTEMPTS, governed_queue=GOVERNED_QUEUE, unroutable_wires=UNROUTABLE_WIRES
         )
-        self.violations = check_drained(second) + check_stable(first, second) + audit(second, events, config)
+        self.violations = (
+            check_drained(second)
+            + check_stable(first, second)
+            + audit(second, events, config)
+            + check_observers(second, events, OBSERVERS)
+        )
         self._count(second, events)
         self.snapshot = second
         if self.violations:
@@ -493,10 +517,45 @@ class Runner:
             return EXIT_INFRA
         return EXIT_CLEAN
 
+    def _wait_for_observers(self) -> None:
+        """Let the workers' observer pumps number the whole log and deliver every matching entry
+        (bounded like the drain; what is left behind is the audit's ObserverLiveness)."""
+        from django.db import DatabaseError, connection
+
+        from backwave_django import JobState, store
+        from backwave_django.models import JobTransition
+
+        started = time.monotonic()
+        while time.monotonic() - started < self.config.drain_bound:
+            self._watch_workers()
+            try:
+                unnumbered = JobTransition.objects.filter(position__isnull=True).exists()
+                behind = [
+                    observer_id
+                    for observer_id, (states, wire) in OBSERVERS.items()
+                    if store.observer_lag(observer_id, states=[JobState(s) for s in states], wire_name=wire).pending
+                ]
+            except DatabaseError:
+                connection.close()
+                time.sleep(0.25)
+                continue
+            if not unnumbered and not behind:
+                break
+            time.sleep(0.25)
+        self.figures.observer_catch_up_seconds = round(time.monotonic() - started, 1)
+        logger.info("observers caught up after %.1f s", self.figures.observer_catch_up_seconds)
+
     def _snapshot(self) -> Snapshot:
         from django.db import connection
 
-        from backwave_django.models import JobDependency, JobRecord, JobTag, JobTransition
+        from backwave_django.models import (
+            JobDependency,
+            JobRecord,
+            JobTag,
+            JobTransition,
+            Observer,
+            ObserverDeadLetter,
+        )
 
         connection.close()
         sequence_to_id: dict[int, str] = {}
@@ -516,12 +575,14 @@ class Runner:
             )
         transitions: dict[str, list[Transition]] = {}
         self.figures.timeouts = self.figures.discards = 0
-        for id_, sequence, ordinal, state, attempt, actor, recorded_at, failed in JobTransition.objects.order_by(
-            "job_id", "ordinal"
-        ).values_list("id", "job_id", "ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail"):
+        for id_, sequence, ordinal, state, attempt, actor, recorded_at, failed, position in (
+            JobTransition.objects.order_by("job_id", "ordinal").values_list(
+                "id", "job_id", "ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail", "position"
+            )
+        ):
             transitions.setdefault(sequence_to_id.get(sequence, f"seq:{sequence}"), []).append(
                 Transition(id=id_, ordinal=ordinal, state=state, attempt=attempt, actor=actor,
-                           recorded_at=recorded_at.timestamp(), failed=failed is not None)
+                           recorded_at=recorded_at.timestamp(), failed=failed is not None, position=position)
             )
             if failed is not None:
                 self.figures.timeouts += failed.startswith("backwave_django.JobTimeout:")
@@ -533,7 +594,14 @@ class Runner:
         tags = [
             (sequence_to_id.get(j, f"seq:{j}"), k, v) for j, k, v in JobTag.objects.values_list("job_id", "key", "value")
         ]
-        return Snapshot(jobs=jobs, transitions=transitions, edges=edges, tags=tags)
+        dead_letters: dict[str, set[int]] = {}
+        for observer_id, position in ObserverDeadLetter.objects.values_list("observer_id", "position"):
+            dead_letters.setdefault(observer_id, set()).add(position)
+        observers = {
+            observer_id: ObserverEnd(cursor=cursor, dead_letters=frozenset(dead_letters.get(observer_id, ())))
+            for observer_id, cursor in Observer.objects.values_list("observer_id", "cursor")
+        }
+        return Snapshot(jobs=jobs, transitions=transitions, edges=edges, tags=tags, observers=observers)
 
     def _merged_events(self) -> list[dict[str, Any]]:
         events = list(self.events)
@@ -562,6 +630,9 @@ class Runner:
             1 for e in events if e.get("op") == "enqueue" and e.get("pooled") and e.get("result") == "Duplicate"
         )
         f.executions = sum(1 for e in events if e.get("op") == "exec")
+        f.observer_deliveries = sum(1 for e in events if e.get("op") == "observed" and e.get("did") == "ok")
+        f.observer_failures = sum(1 for e in events if e.get("op") == "observed" and e.get("did") == "fail")
+        f.observer_dead_letters = sum(len(end.dead_letters) for end in snapshot.observers.values())
         f.violations = len(self.violations)
         states: dict[str, int] = {}
         for row in snapshot.jobs.values():
@@ -654,6 +725,8 @@ def summary(runner: Runner, code: int) -> str:
         f"{f.unexpected_worker_exits}",
         f"  handlers: timeouts {f.timeouts}, discards {f.discards}, attempts given back (snoozes, releases) "
         f"{f.given_back}",
+        f"  observers: deliveries {f.observer_deliveries}, failed calls (retried) {f.observer_failures}, "
+        f"dead letters {f.observer_dead_letters}; caught up {f.observer_catch_up_seconds} s after the drain",
         f"  final states {f.final_states}; drain {f.drain_seconds} s; wall {f.wall_seconds} s",
         f"  violations: {f.violations}",
     ]

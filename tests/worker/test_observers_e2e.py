@@ -72,13 +72,19 @@ def test_every_transition_is_delivered_in_log_order_and_a_failing_observer_is_re
         ]
     ok_positions = [r["position"] for r in flaky if r["did"] == "ok"]
     assert ok_positions == sorted(ok_positions)
+    # The in-process signals: each job started and finished once, Succeeded, in the worker.
+    for name, state in (("job_started", None), ("job_finished", "SUCCEEDED")):
+        sent = [r for r in _records(log, f"signal.{name}") if r["job"] in ids]
+        assert sorted((r["job"], r["attempt"], r["state"]) for r in sent) == sorted(
+            (job, 1, state) for job in ids
+        )
     lag = store.observer_lag("test.flaky-finisher", states=[JobState.SUCCEEDED], wire_name="test.echo")
     assert lag.pending == 0
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(20) == 0
 
 
-def test_an_observer_that_times_out_is_dead_lettered_and_the_worker_carries_on(workers, tmp_path):
+def test_an_observer_that_times_out_is_dead_lettered_and_the_worker_carries_on(workers, tmp_path, admin_client):
     doomed = jobs.always_fails.enqueue().job_id  # max_attempts=2: dead-letters on its second attempt
     worker, log = _observed(
         workers,
@@ -92,5 +98,13 @@ def test_an_observer_that_times_out_is_dead_lettered_and_the_worker_carries_on(w
     assert [(d.job_id, d.state, d.delivery_attempts) for d in dead] == [(doomed, JobState.DEAD_LETTERED, 2)]
     assert len(_records(log, "test.slow-dead-letters")) == 2  # two attempts, each timed out
     assert "Observer test.slow-dead-letters gave up on test.always-fails" in workers.log(0)
+    # The console shows it: a dead-letter count on the Observers page, the delivery in the list.
+    observers = admin_client.get("/admin/backwave_django/observer/").content.decode()
+    assert "test.slow-dead-letters" in observers
+    assert 'data-testid="bw-observer-dead-letters"' in observers
+    listed = admin_client.get(
+        "/admin/backwave_django/observerdeadletter/", {"observer_id": "test.slow-dead-letters"}
+    ).content.decode()
+    assert str(doomed) in listed
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(20) == 0
