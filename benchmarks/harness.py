@@ -36,6 +36,10 @@ JOB_TABLES = (
     "backwave_django_jobrecord",
     "backwave_django_workernode",
     "backwave_django_queuesettings",
+    "backwave_django_observer",
+    "backwave_django_observerdelivery",
+    "backwave_django_observerdeadletter",
+    "backwave_django_logsequencer",
 )
 POLL_SECONDS = 0.02
 
@@ -209,8 +213,11 @@ class Processes:
             "BACKWAVE_BENCH_LOG_LEVEL": "INFO",
         }
 
-    def start_worker(self, args: Sequence[str], log_name: str) -> subprocess.Popen[bytes]:
-        """``python -m django backwave_worker ARGS``, its output in results/logs/{log_name}.log."""
+    def start_worker(
+        self, args: Sequence[str], log_name: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``python -m django backwave_worker ARGS``, its output in results/logs/{log_name}.log;
+        ``env`` adds to the worker's environment."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = (LOG_DIR / f"{log_name}.log").open("w")
         self._logs.append(log)
@@ -220,7 +227,7 @@ class Processes:
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=self.worker_env(),
+            env={**self.worker_env(), **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

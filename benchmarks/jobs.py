@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from backwave_django import job
+import os
+
+from backwave_django import JobState, TransitionEvent, job, observer
+
+#: A worker started with this set to 1 also runs the observer below (benchmarks/observing.py).
+OBSERVER_ENV = "BACKWAVE_BENCH_OBSERVER"
+OBSERVER_ID = "bench.every-state"
 
 
 @job("bench.noop")
@@ -13,3 +19,10 @@ def noop() -> None:
 @job("bench.keyed")
 def keyed(key: int) -> None:
     """A noop with an argument, for unique enqueues (each key its own identity)."""
+
+
+if os.environ.get(OBSERVER_ENV) == "1":
+
+    @observer(OBSERVER_ID, states=list(JobState))
+    def every_state(event: TransitionEvent) -> None:
+        """Subscribed to every transition, and does nothing: what is measured is the delivery."""

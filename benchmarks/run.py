@@ -30,6 +30,7 @@ MEASUREMENTS = (
     "processing",
     "timeouts",
     "priorities",
+    "observers",
     "latency",
     "scale",
     "memory",
@@ -288,6 +289,21 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             _status(r["ratio"] >= 0.95),
         )
 
+    if not error_row("observers"):
+        r = results["observers"]
+        add(
+            "Processing, 1 process, one observer subscribed to every state, "
+            f"n={r['runs']['with'][0]['jobs']:,}",
+            _jobs(r["with_rate"]),
+            f"{_jobs(r['without_rate'])} (the same worker without it, alternating)",
+            f"{r['ratio']:.0%}",
+        )
+        add(
+            "Observer deliveries (3 transitions a job; until the cursor passed the last), "
+            f"{r['lag_after_processing_s']:.1f} s behind the last job",
+            f"{r['delivery_rate']:,.0f} transitions/s",
+        )
+
     if not error_row("latency"):
         r = results["latency"]
         what = f"idle worker, {r['jobs']} jobs {r['spacing_ms']:.0f} ms apart"
@@ -507,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        from . import measures
+        from . import measures, observing
 
         ctx = measures.Context(
             dbname=args.db,
@@ -527,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             "processing": measures.processing,
             "timeouts": measures.timeouts,
             "priorities": measures.priorities,
+            "observers": observing.observers,
             "latency": measures.latency,
             "scale": measures.scale,
             "memory": measures.memory,
