@@ -64,7 +64,8 @@ test: venv
 test-django52: venv-dj52
 	BACKWAVE_VENV=$(VENV_DJ52) BACKWAVE_COMPAT_LEGS=1 bash scripts/run_tests.sh $(PYTEST_ARGS)
 
-# Formatting is not enforced; `ruff check` and strict mypy are. Both run even when the first fails.
+# Formatting is not enforced; `ruff check`, strict mypy and the package layout (no import cycles, no
+# module over 600 lines: scripts/check_layout.py) are. Each runs even when an earlier one fails.
 lint: venv
 	@status=0; \
 	echo "$(VENV)/bin/ruff check backwave_django tests benchmarks"; \
@@ -74,6 +75,8 @@ lint: venv
 	echo "$(VENV)/bin/ruff check example_project; (cd example_project && ../$(VENV)/bin/mypy .)"; \
 	$(VENV)/bin/ruff check example_project || status=1; \
 	(cd example_project && ../$(VENV)/bin/mypy .) || status=1; \
+	echo "$(VENV)/bin/python scripts/check_layout.py"; \
+	$(VENV)/bin/python scripts/check_layout.py || status=1; \
 	exit $$status
 
 demo: venv
