@@ -71,17 +71,7 @@ class ObserverAdmin(ReadOnlyAdmin):
     )
     search_fields = ("observer_id",)
     ordering = ("observer_id",)
-    fields = (
-        "observer_id",
-        "subscription",
-        "declared",
-        "cursor",
-        "pending",
-        "oldest_pending",
-        "lease",
-        "dead_letters",
-        "recent_dead_letters",
-    )
+    fields = (*list_display, "recent_dead_letters")
 
     @admin.display(description="subscription")
     def subscription(self, row: Observer) -> str:

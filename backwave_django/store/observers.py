@@ -481,20 +481,24 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
     ]
 
 
+def _event_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry read with ``_EVENT_FIELDS`` as the fields of a :class:`TransitionEvent`."""
+    return {
+        "position": -1 if entry["position"] is None else entry["position"],
+        "job_id": entry["job__job_id"],
+        "ordinal": entry["ordinal"],
+        "wire_name": entry["job__wire_name"],
+        "queue": entry["job__queue"],
+        "state": JobState(entry["state"]),
+        "attempt": entry["attempt"],
+        "recorded_at": entry["recorded_at"],
+        "failure_detail": entry["failure_detail"],
+        "actor": entry["actor"],
+    }
+
+
 def _delivery(entry: dict[str, Any], attempt: int) -> Delivery:
-    return Delivery(
-        position=entry["position"],
-        job_id=entry["job__job_id"],
-        ordinal=entry["ordinal"],
-        wire_name=entry["job__wire_name"],
-        queue=entry["job__queue"],
-        state=JobState(entry["state"]),
-        attempt=entry["attempt"],
-        recorded_at=entry["recorded_at"],
-        failure_detail=entry["failure_detail"],
-        actor=entry["actor"],
-        delivery_attempt=attempt,
-    )
+    return Delivery(**_event_values(entry), delivery_attempt=attempt)
 
 
 # --- Reads -------------------------------------------------------------------------------------------
@@ -567,15 +571,4 @@ def transition_event(job_id: uuid.UUID, ordinal: int) -> TransitionEvent | None:
     )
     if entry is None:
         return None
-    return TransitionEvent(
-        position=-1 if entry["position"] is None else entry["position"],
-        job_id=entry["job__job_id"],
-        ordinal=entry["ordinal"],
-        wire_name=entry["job__wire_name"],
-        queue=entry["job__queue"],
-        state=JobState(entry["state"]),
-        attempt=entry["attempt"],
-        recorded_at=entry["recorded_at"],
-        failure_detail=entry["failure_detail"],
-        actor=entry["actor"],
-    )
+    return TransitionEvent(**_event_values(entry))
