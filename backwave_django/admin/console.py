@@ -306,28 +306,45 @@ class Acted:
 
 
 def result_message(
-    model_admin: admin.ModelAdmin[Any], request: HttpRequest, results: Iterable[Acted], order: list[str]
+    model_admin: admin.ModelAdmin[Any],
+    request: HttpRequest,
+    results: Iterable[Acted],
+    order: list[str],
+    earlier: Iterable[tuple[str, str, int]] = (),
 ) -> None:
     """One message that names, and links, what the action did to what, grouped by result:
     "Requeued (2): charge-order …3f9a12bc, charge-order …0b7c44e1. Not requeueable (1): …".
 
-    A success when everything acted, a warning when nothing did, information for a mix.
+    ``earlier`` adds ``(result, label, count)`` done by earlier requests of the same action (an
+    action over a whole filter that went on over several requests): counted, not named. A success
+    when everything acted, a warning when nothing did, information for a mix.
     """
     grouped: dict[str, list[Acted]] = {}
+    counted: dict[str, int] = {}
+    outcomes: set[str] = set()
     for acted in results:
         grouped.setdefault(acted.label, []).append(acted)
-    labels = sorted(grouped, key=lambda label: order.index(label) if label in order else len(order))
+        counted[acted.label] = counted.get(acted.label, 0) + 1
+        outcomes.add(acted.result)
+    for result, label, count in earlier:
+        counted[label] = counted.get(label, 0) + count
+        outcomes.add(result)
+    labels = sorted(counted, key=lambda label: order.index(label) if label in order else len(order))
     sentences = []
     for label in labels:
-        named = grouped[label]
-        names = format_html_join(", ", "{}", ((acted.name,) for acted in named[:NAMED_PER_RESULT]))
-        more = f", and {len(named) - NAMED_PER_RESULT:,} more" if len(named) > NAMED_PER_RESULT else ""
+        named = grouped.get(label, [])[:NAMED_PER_RESULT]
+        names = format_html_join(", ", "{}", ((acted.name,) for acted in named))
+        rest = counted[label] - len(named)
+        more = (f", and {rest:,} more" if named else "") if rest else ""
         heading = label[:1].upper() + label[1:]
-        sentences.append(format_html("{} ({}): {}{}.", heading, f"{len(named):,}", names, more))
+        if named:
+            sentences.append(format_html("{} ({}): {}{}.", heading, f"{counted[label]:,}", names, more))
+        else:
+            sentences.append(format_html("{} ({}).", heading, f"{counted[label]:,}"))
     if not sentences:
         model_admin.message_user(request, "Nothing was selected; nothing was changed.", messages.WARNING)
         return
-    effects = {acted.result not in NO_EFFECT for named in grouped.values() for acted in named}
+    effects = {result not in NO_EFFECT for result in outcomes}
     level = {frozenset({True}): messages.SUCCESS, frozenset({False}): messages.WARNING}.get(
         frozenset(effects), messages.INFO
     )

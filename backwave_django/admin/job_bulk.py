@@ -20,6 +20,7 @@ permission; a forged or unpermitted POST is refused with 403 and changes nothing
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,10 @@ from .job_list import failure_list, failure_tab, retrying_view
 
 #: Jobs read (and acted on, one operator call each) per batch.
 BATCH = 500
+#: A request stops starting new batches after this many seconds and answers with a page that
+#: goes on where it stopped (at once, with JavaScript; with a button without), so no single
+#: request runs into a server's or a proxy's timeout.
+TIME_BUDGET = 10.0
 #: How many of the jobs to act on the confirmation page names.
 PREVIEW = 10
 TERMINAL_STATES = [state for state in JobState if state.is_terminal]
@@ -178,7 +183,7 @@ def whole_filter_view(model_admin: Any, request: HttpRequest, action: str) -> Ht
             matching = matching.filter(pk__lte=through)
             count = matching.values("pk")[: limit + 1].count()
             if count <= limit or request.POST.get("beyond_limit") == "yes":
-                return _run(model_admin, request, chosen, matching, back_to_list)
+                return _run(model_admin, request, chosen, matching, back_to_list, through, count)
     return _confirm(model_admin, request, chosen, cl, matching, limit, back_to_list)
 
 
@@ -236,17 +241,36 @@ def _confirm(
     )
 
 
+def _progress(request: HttpRequest, action: WholeFilterAction) -> tuple[int, list[tuple[str, str, int]]]:
+    """Where an earlier request of this run stopped (``after``) and what it did (``done`` fields,
+    ``RESULT:count``); a value that does not parse counts as nothing done yet."""
+    try:
+        after = max(int(request.POST.get("after", "0")), 0)
+    except ValueError:
+        after = 0
+    done = []
+    for field in request.POST.getlist("done"):
+        result, _, count = field.partition(":")
+        if result in action.labels and count.isdigit():
+            done.append((result, action.labels[result], int(count)))
+    return after, done
+
+
 def _run(
     model_admin: Any,
     request: HttpRequest,
     action: WholeFilterAction,
     matching: QuerySet[JobRecord],
     back: HttpResponse,
+    through: int,
+    count: int,
 ) -> HttpResponse:
-    """Act on every job of ``matching``, a batch at a time along the primary key; say what happened."""
+    """Act on the jobs of ``matching``, a batch at a time along the primary key, for at most
+    :data:`TIME_BUDGET` seconds; then say what happened, or go on in the next request."""
     actor = request.user.get_username()
+    last, earlier = _progress(request, action)
     done: list[Acted] = []
-    last = 0
+    started = time.monotonic()
     while True:
         batch = list(matching.filter(pk__gt=last).order_by("pk").only("pk", "job_id", "wire_name")[:BATCH])
         if not batch:
@@ -261,5 +285,61 @@ def _run(
                 request.user.pk or 0, jobs, CHANGE, change_message=f"{action.verb} all matching: {label}"
             )
         last = batch[-1].pk
-    result_message(model_admin, request, done, list(action.labels.values()))
+        if time.monotonic() - started >= TIME_BUDGET and matching.filter(pk__gt=last).exists():
+            planned = count + sum(n for _, _, n in earlier)  # what was left when this request began
+            return _continue(model_admin, request, action, through, last, [*earlier, *_tally(done)], planned)
+    result_message(model_admin, request, done, list(action.labels.values()), earlier)
     return back
+
+
+def _tally(done: list[Acted]) -> list[tuple[str, str, int]]:
+    counts: dict[tuple[str, str], int] = {}
+    for acted in done:
+        counts[(acted.result, acted.label)] = counts.get((acted.result, acted.label), 0) + 1
+    return [(result, label, count) for (result, label), count in counts.items()]
+
+
+def _continue(
+    model_admin: Any,
+    request: HttpRequest,
+    action: WholeFilterAction,
+    through: int,
+    after: int,
+    done: list[tuple[str, str, int]],
+    planned: int,
+) -> HttpResponse:
+    """The page between two requests of one run: how far it got (of ``planned``, counted up to the
+    limit), and a form that goes on from there."""
+    so_far: dict[str, int] = {}
+    for result, _, n in done:
+        so_far[result] = so_far.get(result, 0) + n
+    total = sum(so_far.values())
+    fields = [("confirm", "yes"), ("through", str(through)), ("after", str(after))]
+    if request.POST.get("beyond_limit") == "yes":
+        fields.append(("beyond_limit", "yes"))
+    fields += [("done", f"{result}:{n}") for result, n in so_far.items()]
+    limit = get_settings().console_bulk_limit
+    amount = f"more than {limit:,}" if planned > limit else f"{planned:,}"
+    return confirmation_page(
+        model_admin,
+        request,
+        {
+            "title": f"{action.verb}: going on…",
+            "bw_lead": f"{action.verb}: {total:,} of {amount} jobs done so far; going on with the rest.",
+            "bw_explanation": "Each job done is audited. Leaving now keeps what was done; the same action "
+            "again picks up the rest, which still match the filter.",
+            "bw_action_url": request.get_full_path(),
+            "bw_fields": fields,
+            "bw_submit": "Go on",
+            "bw_back_url": back_url(request),
+            "bw_testid": "bw-continue",
+            "bw_auto_submit": True,
+        },
+    )
+
+
+def back_url(request: HttpRequest) -> str:
+    """The job list with this request's filter."""
+    base = reverse("admin:backwave_django_jobrecord_changelist")
+    query = request.GET.urlencode()
+    return f"{base}?{query}" if query else base

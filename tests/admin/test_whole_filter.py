@@ -113,6 +113,36 @@ def test_confirming_requeues_every_matching_job_in_batches_with_one_audit_row_ea
     assert re.fullmatch(r"Requeued \(5\): (send-invoice …[0-9a-f]{8}(, )?){5}\.", message)
 
 
+def test_a_long_run_goes_on_over_several_requests_and_counts_everything_at_the_end(
+    client, login, monkeypatch
+):
+    # Every batch uses up the time budget: each request does one batch of 2, then hands over.
+    monkeypatch.setattr(job_bulk, "BATCH", 2)
+    monkeypatch.setattr(job_bulk, "TIME_BUDGET", 0.0)
+    ids = _dead_letter(count=5)
+    login("requeue_jobrecord")
+    url = _all("requeue", **DEAD)
+    pages = 0
+    response = client.post(url, {"confirm": "yes", "through": _through(client.get(url))})
+    while response.status_code == 200:
+        pages += 1
+        html = response.content.decode()
+        assert 'data-testid="bw-continue"' in html
+        assert f"Requeue: {2 * pages} of 5 jobs done so far" in html
+        assert 'document.getElementById("bw-confirm-form").submit()' in html  # goes on by itself
+        fields = re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', html)
+        data: dict[str, list[str]] = {}
+        for name, value in fields:
+            if name != "csrfmiddlewaretoken":
+                data.setdefault(name, []).append(value)
+        response = client.post(url, data)
+    assert (response.status_code, pages) == (303, 2)
+    assert _states(ids) == {JobState.SCHEDULED}
+    assert OperatorAudit.objects.count() == 5  # each job once, over three requests
+    [message] = flashed(response)
+    assert re.fullmatch(r"Requeued \(5\): send-invoice …[0-9a-f]{8}, and 4 more\.", message)
+
+
 def test_jobs_that_match_only_after_the_page_was_drawn_are_left_alone(client, login):
     first = _dead_letter(count=2)
     login("requeue_jobrecord")
