@@ -20,19 +20,20 @@ VENV_DJ52 := .venv-dj52
 DJANGO_SPEC := Django>=6.1,<6.2
 DJANGO52_SPEC := Django>=5.2,<5.3
 PYTEST_ARGS ?=
-# The MariaDB driver compiles against libmariadb-dev; without it the MariaDB leg is skipped loudly.
-MARIADB_EXTRA = install_mariadb() { \
-	if pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null; then \
-		$$1/bin/python -m pip install -qq 'mysqlclient>=2.2.1'; \
-	else echo "libmariadb-dev not installed: the MariaDB test leg will be skipped"; fi; }; install_mariadb
+# The MariaDB driver (mysqlclient) compiles against libmariadb-dev. Which stamp a virtualenv needs
+# is decided when make starts: .mariadb-found once pkg-config finds the library (installing the
+# driver), .mariadb-missing until then (saying the MariaDB test leg will be skipped). So after
+# `apt-get install libmariadb-dev`, `make venv` (and `make test`) installs the driver, and `make demo`,
+# which never needs it, says nothing about MariaDB.
+MARIADB_LIB := $(shell { pkg-config --exists libmariadb || pkg-config --exists mysqlclient; } 2>/dev/null && echo found || echo missing)
 
 .PHONY: help venv venv-dj52 test test-django52 lint demo clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
 
-venv: $(VENV)/.stamp
-venv-dj52: $(VENV_DJ52)/.stamp
+venv: $(VENV)/.stamp $(VENV)/.mariadb-$(MARIADB_LIB)
+venv-dj52: $(VENV_DJ52)/.stamp $(VENV_DJ52)/.mariadb-$(MARIADB_LIB)
 
 # The stamp is rebuilt when pyproject.toml changes; a venv whose interpreter no longer runs
 # (or is too old) is recreated from scratch.
@@ -44,7 +45,6 @@ $(VENV)/.stamp: pyproject.toml
 	fi
 	$(VENV)/bin/python -m pip install -qq --upgrade pip
 	$(VENV)/bin/python -m pip install -qq -e '.[postgres,dev]' '$(DJANGO_SPEC)'
-	@$(MARIADB_EXTRA) $(VENV)
 	@touch $@
 
 $(VENV_DJ52)/.stamp: pyproject.toml
@@ -55,7 +55,17 @@ $(VENV_DJ52)/.stamp: pyproject.toml
 	fi
 	$(VENV_DJ52)/bin/python -m pip install -qq --upgrade pip
 	$(VENV_DJ52)/bin/python -m pip install -qq -e '.[postgres,dev]' '$(DJANGO52_SPEC)'
-	@$(MARIADB_EXTRA) $(VENV_DJ52)
+	@touch $@
+
+# The MariaDB stamps: the driver when libmariadb is there, else a note (shown once per virtualenv).
+%/.mariadb-found: %/.stamp
+	$*/bin/python -m pip install -qq 'mysqlclient>=2.2.1'
+	@rm -f $*/.mariadb-missing
+	@touch $@
+
+%/.mariadb-missing: %/.stamp
+	@echo "libmariadb-dev is not installed: the MariaDB test leg will be skipped (apt-get install libmariadb-dev pkg-config, then make venv)."
+	@rm -f $*/.mariadb-found
 	@touch $@
 
 test: venv
@@ -66,7 +76,7 @@ test-django52: venv-dj52
 
 # Formatting is not enforced; `ruff check`, strict mypy and the package layout (no import cycles, no
 # module over 600 lines: scripts/check_layout.py) are. Each runs even when an earlier one fails.
-lint: venv
+lint: $(VENV)/.stamp
 	@status=0; \
 	echo "$(VENV)/bin/ruff check backwave_django tests benchmarks"; \
 	$(VENV)/bin/ruff check backwave_django tests benchmarks || status=1; \
@@ -79,7 +89,7 @@ lint: venv
 	$(VENV)/bin/python scripts/check_layout.py || status=1; \
 	exit $$status
 
-demo: venv
+demo: $(VENV)/.stamp
 	BACKWAVE_VENV=$(VENV) bash scripts/demo.sh
 
 # The benchmark harness: creates its own scratch database (backwave_bench), prints a Markdown table
@@ -87,14 +97,14 @@ demo: venv
 # ARGS="--only processing,latency --n 5000".
 ARGS ?=
 .PHONY: bench
-bench: venv
+bench: $(VENV)/.stamp
 	$(VENV)/bin/python -m benchmarks.run $(ARGS)
 
 # The worker's hot path drained in one process under py-spy: prints batch sizes, wall times and
 # CPU per job, and writes the flame graph to benchmarks/results/profile.svg. ARGS as for
 # benchmarks/profile.py, e.g. ARGS="--n 50000 --concurrency 50".
 .PHONY: profile
-profile: venv
+profile: $(VENV)/.stamp
 	@mkdir -p benchmarks/results
 	$(VENV)/bin/py-spy record --nonblocking --rate 250 --output benchmarks/results/profile.svg -- \
 		$(VENV)/bin/python -m benchmarks.profile $(ARGS)
@@ -106,10 +116,10 @@ profile: venv
 DURATION ?= 1800
 SEED ?=
 .PHONY: torture torture-short
-torture: venv
+torture: $(VENV)/.stamp
 	$(VENV)/bin/python -m tests.torture --mode long --duration $(DURATION) $(if $(SEED),--seed $(SEED))
 
-torture-short: venv
+torture-short: $(VENV)/.stamp
 	$(VENV)/bin/python -m tests.torture --mode short $(if $(SEED),--seed $(SEED))
 
 clean:

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     "PRUNE_SCHEDULES": True,  # remove settings-declared schedules that are no longer declared
     "QUEUES": {},
+    # The console's actions over a whole filter ask for a second confirmation above this many jobs.
+    "CONSOLE_BULK_LIMIT": 10_000,
 }
 
 _POSITIVE_INTS = (
@@ -71,6 +73,7 @@ _POSITIVE_INTS = (
     "MAX_PURGE_BATCH",
     "MAX_RECORDED_SKIPPED_TICKS",
     "CONCURRENCY",
+    "CONSOLE_BULK_LIMIT",
 )
 _RETENTION_KEYS = ("SUCCEEDED_OR_CANCELLED", "DEAD_LETTERED_OR_QUARANTINED")
 _RETRY_KEYS = ("MAX_ATTEMPTS", "BACKOFF")
@@ -103,6 +106,7 @@ class BackWaveSettings:
     schedules: Mapping[str, Mapping[str, Any]]
     prune_schedules: bool
     queues: Mapping[str, Mapping[str, Any]]
+    console_bulk_limit: int
 
 
 def env_flag(name: str) -> bool:

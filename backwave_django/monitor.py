@@ -7,9 +7,11 @@ dumb and tests can assert on numbers rather than HTML.
 
 Costs on a large table (see ``benchmarks/admin_scale.py``): the queue-by-state counts are one
 ``GROUP BY`` over the job table (a sequential scan; the only query here whose cost grows with the
-retained rows); queue latency and the Executing-now preview read the Scheduled and Leased partial
-indexes; Needs-attention reads the terminal partial index; the throughput series reads at most
-:data:`THROUGHPUT_SCAN_LIMIT` of the newest transition-log entries through the primary key.
+retained rows); queue latency, the Executing-now preview and the running jobs per worker read the
+Scheduled and Leased partial indexes (Leased rows are bounded by the workers' concurrency);
+Needs-attention reads the terminal partial index; the throughput series, overall and per queue,
+reads at most :data:`THROUGHPUT_SCAN_LIMIT` of the newest transition-log entries through the
+primary key (per queue, each joined to its job through the job table's primary key).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import BigIntegerField, Count, ExpressionWrapper, Min, Q, Subquery
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, Min, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from .conf import BackWaveSettings, get_settings
@@ -252,23 +254,16 @@ class Throughput:
         return sum(n for n in self.series[name] if n is not None)
 
 
-def throughput(
-    *, now: datetime, minutes: int = THROUGHPUT_MINUTES, scan_limit: int = THROUGHPUT_SCAN_LIMIT
-) -> Throughput:
-    """Succeeded, failed-and-retried and Dead-Lettered attempts per minute, from the transition log.
-
-    What counts (each is one transition-log entry, stamped with the instant of the outcome):
-
-    - **succeeded**: an entry into Succeeded;
-    - **failed**: an entry into Scheduled with ``attempt > 0`` — a reported Failure with a retry
-      left, or an expired lease with a retry left. Every other way into Scheduled (enqueue, a
-      released dependency, a schedule tick, trigger-now, requeue) records attempt 0, because the
-      job has not run yet or its attempt was just reset;
-    - **dead_lettered**: an entry into Dead-Lettered (the final failure or lease expiry).
+def _log_window(
+    now: datetime, minutes: int, scan_limit: int
+) -> tuple[list[datetime], QuerySet[JobTransition], datetime | None]:
+    """The minute starts of the last ``minutes``, the log entries among the ``scan_limit`` newest ids
+    that fall in them and count as throughput, and the first counted minute when the scan was cut
+    short (None when the whole window was counted).
 
     Two queries, both bounded by the newest id (a primary-key probe): the newest entry left out of
-    the scan, and one ``GROUP BY minute, state`` over the ``scan_limit`` newest ids. Entries are
-    assumed to be recorded roughly in id order (each is stamped with its transaction's ``now``).
+    the scan, and the entries themselves (for the caller's ``GROUP BY``). Entries are assumed to be
+    recorded roughly in id order (each is stamped with its transaction's ``now``).
     """
     require_aware("now", now)
     if minutes < 1 or scan_limit < 1:
@@ -277,7 +272,6 @@ def throughput(
     last = now.replace(second=0, microsecond=0)
     starts = [last - timedelta(minutes=minutes - 1 - i) for i in range(minutes)]
     window_start = starts[0]
-    recording = get_settings().history is not HistoryPolicy.OFF
 
     # The scan covers the newest ``scan_limit`` ids: an index probe for the newest id bounds it.
     newest_id = JobTransition.objects.order_by("-id").values("id")[:1]
@@ -293,24 +287,48 @@ def throughput(
     counted_from = None
     if left_out is not None and left_out >= window_start:
         counted_from = left_out.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-    kinds = {
-        JobState.SUCCEEDED: "succeeded",
-        JobState.SCHEDULED: "failed",
-        JobState.DEAD_LETTERED: "dead_lettered",
-    }
+    counted = entries.filter(
+        Q(state__in=[JobState.SUCCEEDED, JobState.DEAD_LETTERED]) | Q(state=JobState.SCHEDULED, attempt__gt=0)
+    )
+    return starts, counted, counted_from
+
+
+#: Which series a counted log entry's state belongs to.
+_SERIES_OF_STATE = {
+    JobState.SUCCEEDED: "succeeded",
+    JobState.SCHEDULED: "failed",
+    JobState.DEAD_LETTERED: "dead_lettered",
+}
+
+
+def throughput(
+    *, now: datetime, minutes: int = THROUGHPUT_MINUTES, scan_limit: int = THROUGHPUT_SCAN_LIMIT
+) -> Throughput:
+    """Succeeded, failed-and-retried and Dead-Lettered attempts per minute, from the transition log.
+
+    What counts (each is one transition-log entry, stamped with the instant of the outcome):
+
+    - **succeeded**: an entry into Succeeded;
+    - **failed**: an entry into Scheduled with ``attempt > 0`` — a reported Failure with a retry
+      left, or an expired lease with a retry left. Every other way into Scheduled (enqueue, a
+      released dependency, a schedule tick, trigger-now, requeue) records attempt 0, because the
+      job has not run yet or its attempt was just reset;
+    - **dead_lettered**: an entry into Dead-Lettered (the final failure or lease expiry).
+
+    Three queries, all bounded by the newest id (see :func:`_log_window`), the last a
+    ``GROUP BY minute, state`` over the ``scan_limit`` newest ids.
+    """
+    starts, counted, counted_from = _log_window(now, minutes, scan_limit)
+    recording = get_settings().history is not HistoryPolicy.OFF
     rows = (
-        entries.filter(
-            Q(state__in=[JobState.SUCCEEDED, JobState.DEAD_LETTERED])
-            | Q(state=JobState.SCHEDULED, attempt__gt=0)
-        )
-        .annotate(minute=TruncMinute("recorded_at", tzinfo=UTC))
+        counted.annotate(minute=TruncMinute("recorded_at", tzinfo=UTC))
         .order_by()
         .values_list("minute", "state")
         .annotate(n=Count("*"))
     )
     counts: dict[tuple[datetime, str], int] = {}
     for minute, state, n in rows:
-        key = (minute.astimezone(UTC), kinds[JobState(state)])
+        key = (minute.astimezone(UTC), _SERIES_OF_STATE[JobState(state)])
         counts[key] = counts.get(key, 0) + n
     series: dict[str, list[int | None]] = {
         name: [
@@ -320,6 +338,53 @@ def throughput(
         for name in SERIES
     }
     return Throughput(starts, series, counted_from, recording)
+
+
+@dataclass(frozen=True)
+class QueueThroughput:
+    """One queue's finished attempts over the window: succeeded, failed and retried, dead-lettered."""
+
+    queue: str
+    succeeded: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.succeeded + self.failed + self.dead_lettered
+
+
+@dataclass(frozen=True)
+class QueueThroughputs:
+    """Throughput per queue over the last ``minutes`` (counted from ``counted_from`` when the scan
+    limit cut the window short; nothing at all when the log is not recorded)."""
+
+    minutes: int
+    by_queue: dict[str, QueueThroughput]
+    counted_from: datetime | None
+    recording: bool
+
+    def get(self, queue: str) -> QueueThroughput:
+        return self.by_queue.get(queue) or QueueThroughput(queue)
+
+
+def queue_throughput(
+    *, now: datetime, minutes: int = THROUGHPUT_MINUTES, scan_limit: int = THROUGHPUT_SCAN_LIMIT
+) -> QueueThroughputs:
+    """Per queue, the attempts that finished in the last ``minutes``, counted as :func:`throughput`
+    counts them: the same bounded scan of the log, each entry joined to its job for the queue
+    (``GROUP BY queue, state``: three queries, none growing with the job table)."""
+    _, counted, counted_from = _log_window(now, minutes, scan_limit)
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(SERIES, 0))
+    rows = counted.order_by().values_list("job__queue", "state").annotate(n=Count("*"))
+    for queue, state, n in rows:
+        totals[queue][_SERIES_OF_STATE[JobState(state)]] += n
+    return QueueThroughputs(
+        minutes,
+        {queue: QueueThroughput(queue, **counts) for queue, counts in totals.items()},
+        counted_from,
+        get_settings().history is not HistoryPolicy.OFF,
+    )
 
 
 # --- Previews --------------------------------------------------------------------------------
@@ -356,6 +421,40 @@ def executing(*, now: datetime, limit: int = PREVIEW_ROWS) -> list[ExecutingJob]
         )[:limit]
     )
     return [ExecutingJob(*row, lease_left=None if row[6] is None else row[6] - now) for row in rows]
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    sequence: int
+    job_id: uuid.UUID
+    wire_name: str
+    queue: str
+    lease_expiry: datetime | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class WorkerJobs:
+    """What one worker is running: how many jobs, and the first ``limit`` (the lease ending first)."""
+
+    count: int
+    jobs: list[RunningJob]
+
+
+def running_by_worker(*, limit: int = PREVIEW_ROWS) -> dict[str, WorkerJobs]:
+    """The Leased jobs of every worker, by lease owner (the worker's id): one query on the Leased
+    partial index, whose rows are bounded by the workers' combined concurrency."""
+    found: dict[str, list[RunningJob]] = defaultdict(list)
+    rows = (
+        JobRecord.objects.filter(state=JobState.LEASED)
+        .order_by("lease_owner", "lease_expiry", "sequence")
+        .values_list(
+            "lease_owner", "sequence", "job_id", "wire_name", "queue", "lease_expiry", "cancel_requested"
+        )
+    )
+    for owner, sequence, job_id, wire_name, queue, expiry, cancel_requested in rows:
+        found[owner or ""].append(RunningJob(sequence, job_id, wire_name, queue, expiry, cancel_requested))
+    return {owner: WorkerJobs(len(jobs), jobs[:limit]) for owner, jobs in found.items()}
 
 
 @dataclass(frozen=True)

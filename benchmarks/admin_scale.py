@@ -358,10 +358,20 @@ def pages(dead_lettered_pk: int) -> list[tuple[str, str, bool]]:
         ("Jobs, state = Dead-Lettered", f"{jobs}?state__exact=5", True),
         ("Jobs, queue = mail", f"{jobs}?queue=mail", True),
         ("Jobs, queue = mail and state = Scheduled", f"{jobs}?queue=mail&state__exact=0", True),
+        ("Jobs, Retrying view", f"{jobs}?retrying=1", True),
         (
             "Job detail (Dead-Lettered)",
             reverse("admin:backwave_django_jobrecord_change", args=[dead_lettered_pk]),
             False,
+        ),
+        # The Queues page counts jobs per queue and state like the Dashboard (one GROUP BY over the
+        # table) and adds per-queue latency and throughput; the Workers page reads Leased jobs only.
+        ("Queues", reverse("admin:backwave_django_queuesettings_changelist"), False),
+        ("Workers", reverse("admin:backwave_django_workernode_changelist"), True),
+        (
+            "Requeue all Dead-Lettered: confirmation",
+            reverse("admin:backwave_django_jobrecord_all", args=["requeue"]) + "?state__exact=5",
+            True,
         ),
     ]
 

@@ -11,7 +11,9 @@
 # DEMO_ORDERS    orders in the seeded two-hour history (default 1100, about 3,000 jobs in all)
 #
 # It migrates, seeds demo data (manage.py backwave_demo), starts `runserver` and `backwave_worker`,
-# and prints the admin's URL and credentials. Ctrl-C (or SIGTERM) stops both and exits 0.
+# and prints the admin's URL and credentials. Ctrl-C (SIGINT), SIGTERM or SIGHUP stops both and
+# exits 0, also when the signal arrives twice (a process group's signal plus make passing its own
+# on) and when the script was started with SIGINT ignored (nohup, `&` in a script).
 set -euo pipefail
 # Job control: each child gets its own process group, so the terminal's Ctrl-C reaches only this
 # script, which then sends each child exactly one signal. (A worker that received the terminal's
@@ -35,6 +37,15 @@ fi
 if [[ ! $port =~ ^[0-9]+$ ]]; then
     echo "error: PORT must be a port number, got '$port'." >&2
     exit 2
+fi
+# A shell started with SIGINT ignored (by nohup, or as `cmd &` from a script) can neither trap nor
+# restore it, and its children would ignore it too: Ctrl-C or `kill -INT` would then stop nothing.
+# Start again with SIGINT at its default, once.
+if [[ $(trap -p INT) == "trap -- '' SIGINT" && -z ${BACKWAVE_DEMO_SIGINT_RESET:-} ]]; then
+    export BACKWAVE_DEMO_SIGINT_RESET=1
+    exec "$python" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp("bash", ["bash", *sys.argv[1:]])' "$0" "$@"
 fi
 
 cd "$root/example_project"
@@ -77,14 +88,16 @@ stop_children() {
 }
 
 on_signal() {
-    trap - INT TERM
+    # Ignore further signals until both children are gone: a second SIGTERM (make forwards the one
+    # its process group already got) must not end this cleanup half-way and leave runserver serving.
+    trap '' INT TERM HUP
     echo
     echo "demo: stopping the admin and the worker ..."
     stop_children
     echo "demo: stopped."
     exit 0
 }
-trap on_signal INT TERM
+trap on_signal INT TERM HUP
 
 "$python" manage.py runserver "127.0.0.1:$port" --noreload &
 server=$!

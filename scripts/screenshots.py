@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Take the documentation's screenshots of the admin console (PNG, 1280 x 800).
+"""Take the documentation's screenshots of every admin console page (PNG, 1280 x 800).
 
     .venv/bin/python scripts/screenshots.py [--out docs/images] [--orders 1100] [--db PATH]
 
@@ -7,13 +7,19 @@ It builds the example project on a throwaway SQLite database (``manage.py migrat
 ``manage.py backwave_demo``: hours of simulated shop activity, with every state and real
 transition logs), starts ``runserver`` and a worker on it so the console shows live workers and
 running jobs, signs in with Playwright driving Debian's chromium (``/usr/bin/chromium``; nothing
-is downloaded) and saves:
+is downloaded) and saves, one per page of the console (docs/admin.md shows each):
 
-    dashboard.png   the Dashboard: counts, health, throughput
-    jobs.png        the job list
-    failures.png    the job list's Dead-Lettered tab
-    job-detail.png  a Dead-Lettered job: its facts and its transition log
-    schedules.png   the recurring schedules
+    dashboard.png        the Dashboard: counts, health, throughput (dashboard-dark.png: dark theme)
+    jobs.png             the job list
+    retrying.png         the Retrying view: jobs waiting for their next try, each with its last failure
+    failures.png         the job list's Dead-Lettered tab, each job with its cause
+    requeue-all.png      the confirmation of "Requeue all … Dead-Lettered"
+    job-detail.png       a Dead-Lettered job: its facts and its transition log
+    queues.png           the Queues page: status, latency, throughput, jobs by state, controls
+    schedules.png        the recurring schedules
+    schedule-form.png    adding a schedule: the form, with the registered jobs to choose from
+    workers.png          the workers and what each is running
+    audit.png            the operator audit
 
 ``--db PATH`` keeps the seeded SQLite database at PATH (seeded only when the file does not exist
 yet), so the pictures can be retaken without seeding again. Otherwise nothing outside a temporary
@@ -123,6 +129,13 @@ def shoot(page: Page, out: Path, name: str) -> Path:
     return path
 
 
+def hold_still(page: Page) -> None:
+    """Pause a live page's refresh (the choice lasts for the browser tab), so the picture holds."""
+    toggle = page.get_by_test_id("bw-refresh-toggle")
+    if toggle.is_visible() and toggle.get_attribute("aria-pressed") == "false":
+        toggle.click()
+
+
 def take_screenshots(base_url: str, password: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -149,29 +162,57 @@ def take_screenshots(base_url: str, password: str, out: Path) -> None:
         while time.monotonic() < deadline and not page.get_by_test_id("bw-executing-row").count():
             page.wait_for_timeout(1_000)
             page.reload()
-        page.get_by_test_id("bw-refresh-toggle").click()  # hold the picture still
+        hold_still(page)
         shoot(page, out, "dashboard.png")
+        page.evaluate("document.documentElement.dataset.theme = 'dark'")
+        shoot(page, out, "dashboard-dark.png")
+        page.evaluate("document.documentElement.dataset.theme = 'light'")
 
         page.goto("/admin/backwave_django/jobrecord/")
+        hold_still(page)
         shoot(page, out, "jobs.png")
+
+        page.get_by_test_id("bw-retrying").click()
+        expect(page.get_by_test_id("bw-failures-blurb")).to_be_visible()
+        shoot(page, out, "retrying.png")
 
         page.get_by_test_id("bw-failures-dead-lettered").click()
         expect(page.get_by_test_id("bw-failures-blurb")).to_be_visible()
         shoot(page, out, "failures.png")
+        failures_url = page.url
+
+        page.get_by_test_id("bw-all-requeue").click()
+        expect(page.get_by_test_id("bw-confirm-all")).to_be_visible()
+        shoot(page, out, "requeue-all.png")  # the confirmation only: nothing is requeued
+        page.goto(failures_url)
 
         # A Dead-Lettered job that was retried: a timeline with failures to show.
-        rows = page.locator("#result_list tbody tr")
-        retried = rows.filter(has_not_text="1 / 1")
+        rows = page.locator("#result_list tbody tr.bw-has-detail")
+        retried = rows.filter(has_not_text="attempt 1 / 1")
         row = retried.first if retried.count() else rows.first
-        row.locator("a[href*='/change/']").first.click()
+        row.locator("a.bw-job-link").click()
         log = page.get_by_test_id("bw-transition-log")
         expect(log).to_be_visible()
         # The facts are taller than the window: show the end of the page, where the transition log is.
         page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
         shoot(page, out, "job-detail.png")
 
+        page.goto("/admin/backwave_django/queuesettings/")
+        hold_still(page)
+        shoot(page, out, "queues.png")
+
         page.goto("/admin/backwave_django/recurringschedule/")
         shoot(page, out, "schedules.png")
+
+        page.goto("/admin/backwave_django/recurringschedule/add/")
+        shoot(page, out, "schedule-form.png")
+
+        page.goto("/admin/backwave_django/workernode/")
+        hold_still(page)
+        shoot(page, out, "workers.png")
+
+        page.goto("/admin/backwave_django/operatoraudit/")
+        shoot(page, out, "audit.png")
         browser.close()
 
 

@@ -22,6 +22,7 @@ def test_defaults_match_the_documented_values():
     assert s.retention_succeeded_or_cancelled == timedelta(hours=24)
     assert s.retention_dead_lettered_or_quarantined == timedelta(days=14)
     assert s.history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
+    assert s.console_bulk_limit == 10_000
 
 
 def test_settings_accept_seconds_and_reload_on_change(backwave_settings):
@@ -53,6 +54,7 @@ def test_environment_switch_downgrades_failure_detail(monkeypatch):
         ({"QUEUES": {"billing": {"concurrency_limit": -1}}}, "concurrency_limit'] must be None or an int"),
         ({"MAX_WIRE_NAME_LENGTH": 300}, "at most 255"),
         ({"PRUNE_SCHEDULES": "yes"}, "PRUNE_SCHEDULES must be True or False"),
+        ({"CONSOLE_BULK_LIMIT": 0}, "CONSOLE_BULK_LIMIT must be a positive int"),
     ],
 )
 def test_invalid_settings_are_system_check_errors(backwave_settings, values, message):

@@ -219,6 +219,59 @@ def test_throughput_refuses_a_naive_now_and_an_empty_window():
         monitor.throughput(now=T0, minutes=0)
 
 
+def test_queue_throughput_counts_each_queues_finished_attempts_as_the_chart_does():
+    now = _minute(59) + timedelta(seconds=30)
+    for queue, outcomes in (("billing", ["ok", "ok", "retry"]), ("emails", ["dead"])):
+        for outcome in outcomes:
+            job_id = enqueue(now=_minute(10), queue=queue, max_attempts=1 if outcome == "dead" else 3)
+            lease_one(job_id, now=_minute(10))
+            if outcome == "ok":
+                report(job_id, now=_minute(10) + timedelta(seconds=30))
+            else:
+                retry_at = _minute(50) if outcome == "retry" else None
+                report(job_id, Failure(next_due_time=retry_at, error="no"), now=_minute(10) + timedelta(seconds=30))
+    old = enqueue(now=_minute(-5), due_time=_minute(-5), queue="billing")
+    lease_one(old, now=_minute(-5))
+    report(old, now=_minute(-5))  # before the hour: not counted
+
+    done = monitor.queue_throughput(now=now)
+
+    assert done.recording
+    assert done.counted_from is None
+    assert (done.minutes, set(done.by_queue)) == (60, {"billing", "emails"})
+    billing, emails = done.get("billing"), done.get("emails")
+    assert (billing.succeeded, billing.failed, billing.dead_lettered, billing.total) == (2, 1, 0, 3)
+    assert (emails.succeeded, emails.failed, emails.dead_lettered) == (0, 0, 1)
+    assert done.get("quiet").total == 0  # a queue with nothing finished
+    # The same bounded scan as the chart: the newest entries only, the rest said to be uncounted.
+    assert monitor.queue_throughput(now=now, scan_limit=3).counted_from is not None
+
+
+def test_queue_throughput_reads_a_bounded_slice_of_the_log_in_three_queries():
+    job_id = enqueue(now=_minute(10))
+    lease_one(job_id, now=_minute(10))
+    report(job_id, now=_minute(10) + timedelta(seconds=30))
+    with CaptureQueriesContext(connection) as queries:
+        monitor.queue_throughput(now=_minute(59))
+    assert len(queries) <= 3
+
+
+def test_running_by_worker_groups_leased_jobs_by_their_worker_lease_ending_first():
+    jobs = [enqueue(queue=f"q{n}", due_time=T0 - timedelta(seconds=n)) for n in range(4)]
+    for n, job_id in enumerate(jobs):
+        lease_one(job_id, now=T0 - timedelta(seconds=n), worker="w-1" if n < 3 else "w-2")
+    enqueue(queue="waiting")  # not running: not listed
+
+    with CaptureQueriesContext(connection) as queries:
+        running = monitor.running_by_worker(limit=2)
+
+    assert len(queries) == 1
+    assert set(running) == {"w-1", "w-2"}
+    assert running["w-1"].count == 3
+    assert [job.job_id for job in running["w-1"].jobs] == [jobs[2], jobs[1]]  # soonest expiry first
+    assert [(job.job_id, job.queue) for job in running["w-2"].jobs] == [(jobs[3], "q3")]
+
+
 def test_executing_lists_leased_jobs_with_owner_soonest_expiry_first():
     first = enqueue(queue="a")
     lease_one(first, now=T0, worker="w-1")

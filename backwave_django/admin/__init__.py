@@ -9,11 +9,13 @@ results, and logged as a Django ``LogEntry`` for the acting user. Payload, outpu
 detail are shown only with ``view_sensitive_jobrecord``, and never while
 ``BACKWAVE_DISABLE_SENSITIVE_DATA`` is set.
 
-The modules: :mod:`.console` is the kit every page shares (permissions, badges, formatting, base
-admins, the operator-button gate) and imports no page; :mod:`.job_list` is the job list's
-paginator and filters; one module per page (:mod:`.jobs`, :mod:`.queues`, :mod:`.schedules`,
-:mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`) imports those two and never
-another page.
+The modules: :mod:`.console` (permissions, job facts, result messages, base admins, the
+operator-button gate) and :mod:`.display` (instants, short ids, badges, JSON, tags) are the kit
+every page shares and import no page; :mod:`.job_list` is the job list's paginator, filters and
+cells, :mod:`.job_actions` its actions on selected jobs and their confirmations, :mod:`.job_bulk`
+its actions over a whole filter; one module per page (:mod:`.jobs`, :mod:`.queues`,
+:mod:`.schedules`, :mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`) imports
+those and never another page.
 Registering happens here, and only here, when Django's admin autodiscovery imports this package.
 """
 

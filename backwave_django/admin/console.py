@@ -1,41 +1,39 @@
-"""The console kit every admin page shares: permissions, badges, formatting, base admins, buttons.
+"""The console kit every admin page shares: permissions, job facts, result messages, base admins, buttons.
 
 The pages (``jobs``, ``queues``, ``schedules``, ``workers``, ``audit``, ``dashboard``) import from
-here and never the other way round, so this module knows no page. It holds what must look and
-behave the same on every page: the permission codenames and the sensitive-data switch
-(``docs/admin.md``, "Permissions" and "Sensitive content"), the state badges and their tones, UTC
-timestamps and durations, pretty JSON, tag pills, a job's attempt ceiling, the one rule that calls
-a Dead-Lettered job "Discarded", progress bars, the one message that counts an action's results,
-the base admins that refuse a malformed bulk selection, and :func:`console_button`, the gate in
-front of every operator button (POST only, then the button's permission).
+here and from :mod:`.display` (how instants, ids, badges, JSON and tags look) and never the other
+way round, so neither module knows a page. This one holds what must behave the same on every
+page: the permission codenames and the sensitive-data switch (``docs/admin.md``, "Permissions"
+and "Sensitive content"), a job's attempt ceiling, the one rule that calls a Dead-Lettered job
+"Discarded", progress bars, the one message that names what an action did to what, the base
+admins that refuse a malformed bulk selection, and :func:`console_button`, the gate in front of
+every operator button (POST only, then the button's permission).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..conf import env_flag, get_settings
-from ..core.encoding import json_size
 from ..core.states import JobState
 from ..models import JobRecord
 from ..store.leases import LEASE_EXPIRED_CAUSE
+from .display import format_instant, timestamp
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
 REQUEUE_PERMISSION = "backwave_django.requeue_jobrecord"
@@ -44,21 +42,6 @@ TRIGGER_PERMISSION = "backwave_django.trigger_recurringschedule"
 PAUSE_PERMISSION = "backwave_django.pause_queuesettings"
 DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
 HIDDEN_TEXT = "Hidden: needs the “view sensitive” permission."
-
-#: Badge colours per state, the console's tones: Scheduled amber, Awaiting Parent navy, Leased
-#: wave blue, Succeeded green, Cancelled navy, Dead-Lettered and Quarantined red.
-STATE_TONES = {
-    JobState.SCHEDULED: "#9a6700",
-    JobState.AWAITING_PARENT: "#24406b",
-    JobState.LEASED: "#1f6feb",
-    JobState.SUCCEEDED: "#1a7f37",
-    JobState.CANCELLED: "#24406b",
-    JobState.DEAD_LETTERED: "#b3261e",
-    JobState.QUARANTINED: "#b3261e",
-}
-PAUSED_TONE = STATE_TONES[JobState.SCHEDULED]
-CLAIMING_TONE = STATE_TONES[JobState.SUCCEEDED]
-STALE_TONE = "#6e7781"
 
 #: How many rows a detail page lists (a job's gating parents and waiting children, a schedule's
 #: minted instances).
@@ -79,6 +62,33 @@ def _django_breadcrumbs_are_a_list() -> bool:
 
 #: Context for ``admin/backwave_django/breadcrumbs.html``: which markup the installed Django styles.
 BREADCRUMBS_AS_LIST = _django_breadcrumbs_are_a_list()
+
+
+# --- Live refresh --------------------------------------------------------------------------------
+
+#: How often a live page refreshes itself (``live.js`` reads it from a data attribute) ...
+REFRESH_SECONDS = 5
+#: ... unless building it is slow (a very large job table): then at most this share of the time
+#: goes into rebuilding it, up to one refresh a minute.
+REFRESH_BUSY_SHARE = 0.05
+MAX_REFRESH_SECONDS = 60
+
+
+def refresh_interval_ms(build_seconds: float) -> int:
+    """The pause before the next refresh: 5 s, stretched so a slow build stays under 5 % of the time."""
+    stretched = build_seconds / REFRESH_BUSY_SHARE
+    return int(min(max(REFRESH_SECONDS, stretched), MAX_REFRESH_SECONDS) * 1000)
+
+
+def live_context(name: str, regions: str, refresh_ms: int, url: str = "") -> dict[str, Any]:
+    """``bw_live`` for ``live_toolbar.html``: which page, the ids it swaps, the interval, the fragment."""
+    return {
+        "name": name,
+        "regions": regions,
+        "refresh_ms": refresh_ms,
+        "url": url,
+        "now": format_instant(timezone.now()),
+    }
 
 
 # --- Permissions ---------------------------------------------------------------------------------
@@ -113,85 +123,6 @@ def console_button(*, permission: str) -> Callable[[ButtonView], ButtonView]:
         return cast(ButtonView, checked)
 
     return decorate
-
-
-# --- Badges, times, JSON, tags -------------------------------------------------------------------
-
-
-def format_instant(value: datetime | None) -> str:
-    """UTC with second precision, sortable (``2026-01-01 00:00:00Z``); "—" when unset."""
-    if value is None:
-        return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def short_duration(delta: timedelta) -> str:
-    """``45s``, ``3m 07s``, ``2h 05m``, ``3d 4h``: an age or a countdown, to the useful precision."""
-    seconds = max(int(delta.total_seconds()), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m {seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
-
-
-def relative_to(when: datetime, now: datetime) -> str:
-    """``in 3m 07s`` for an instant ahead of ``now``, ``2m 03s ago`` for one behind, else ``now``."""
-    delta = when - now
-    if abs(delta) < timedelta(seconds=1):
-        return "now"
-    return f"in {short_duration(delta)}" if delta > timedelta(0) else f"{short_duration(-delta)} ago"
-
-
-def tone_badge(text: str, tone: str, **data: str) -> str:
-    """A coloured pill with white text; ``data`` become ``data-*`` attributes."""
-    attributes = format_html_join("", ' data-{}="{}"', data.items())
-    return format_html(
-        '<span class="bw-badge"{} style="background:{};color:#fff;padding:1px 7px;border-radius:8px;'
-        'white-space:nowrap">{}</span>',
-        attributes,
-        tone,
-        text,
-    )
-
-
-def job_state_badge(state: int) -> str:
-    """A job state's badge in its tone, marked ``data-state="<PascalCase name>"``."""
-    job_state = JobState(state)
-    return tone_badge(str(job_state.label), STATE_TONES[job_state], state=job_state.pascal)
-
-
-def pretty_json(value: Any) -> str:
-    """Indented JSON with its encoded size above it."""
-    size = json_size(value)
-    return format_html(
-        '<div class="bw-json"><small>{} bytes · JSON</small>'
-        "<pre style='white-space:pre-wrap;margin:0'>{}</pre></div>",
-        f"{size:,}",
-        json.dumps(value, indent=2, ensure_ascii=False),
-    )
-
-
-def tag_query(key: str, value: str) -> str:
-    """The job-list query string that filters by one tag (a label has ``key == ""``)."""
-    return urlencode({"tk": key, "tv": value} if key else {"tl": value})
-
-
-def tag_pills(tags: Any, base_url: str = "") -> str:
-    """Each tag as a link to the job list filtered by it; "—" for none."""
-    return (
-        format_html_join(
-            " ",
-            '<a class="bw-tag" href="{}?{}">{}</a>',
-            ((base_url, tag_query(tag.key, tag.value), str(tag)) for tag in tags),
-        )
-        or "—"
-    )
 
 
 # --- Jobs: the attempt ceiling, the Discarded marker, progress ------------------------------------
@@ -270,6 +201,8 @@ class Progress:
     total: float | None
     note: str
     at: str
+    #: ``at`` read as an instant, when it is one.
+    recorded_at: datetime | None = None
 
     @property
     def percent(self) -> float | None:
@@ -298,15 +231,17 @@ def read_progress(value: Any) -> Progress | None:
         return None
     note = value.get("note")
     at = value.get("at")
-    when = "—"
+    when, recorded_at = "—", None
     if isinstance(at, str):
         try:
             parsed = datetime.fromisoformat(at)
         except ValueError:
             when = at
         else:
-            when = format_instant(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
-    return Progress(done, _number(value.get("total")), note if isinstance(note, str) else "", when)
+            recorded_at = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            when = format_instant(recorded_at)
+    note_text = note if isinstance(note, str) else ""
+    return Progress(done, _number(value.get("total")), note_text, when, recorded_at)
 
 
 def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -> str:
@@ -339,7 +274,8 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
             )
         elif progress.note:
             note = format_html('<span class="bw-progress-note"><em>Note — {}</em></span>', HIDDEN_TEXT)
-        extra = format_html(' <small class="bw-quiet">at {}</small>{}', progress.at, note)
+        at = timestamp(progress.recorded_at) if progress.recorded_at else progress.at
+        extra = format_html(' <small class="bw-quiet">at {}</small>{}', at, note)
     return format_html(
         '<span class="bw-progress{}" data-testid="bw-progress">{}'
         '<span class="bw-progress-text">{}</span>{}</span>',
@@ -353,16 +289,66 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
 # --- Answering an action -------------------------------------------------------------------------
 
 
+#: Operator results that changed nothing (the rest acted, and were audited).
+NO_EFFECT = frozenset({"NOT_CANCELLABLE", "NOT_REQUEUEABLE", "NOT_RETRYING", "SCHEDULE_NOT_FOUND"})
+#: How many objects a result message names per result; the rest are counted.
+NAMED_PER_RESULT = 5
+
+
+@dataclass(frozen=True)
+class Acted:
+    """What an action did to one object: the operator's result (``REQUEUED``), its words
+    (``requeued``) and the object's name as HTML, usually a link to it."""
+
+    result: str
+    label: str
+    name: str
+
+
 def result_message(
     model_admin: admin.ModelAdmin[Any],
     request: HttpRequest,
-    counts: Counter[str],
-    order: list[str] | None = None,
+    results: Iterable[Acted],
+    order: list[str],
+    earlier: Iterable[tuple[str, str, int]] = (),
 ) -> None:
-    """One message that counts the results: "3 cancelled immediately, 1 not cancellable"."""
-    labels = sorted(counts, key=lambda label: (order or []).index(label) if label in (order or []) else 99)
-    text = ", ".join(f"{counts[label]} {label}" for label in labels) or "nothing selected"
-    model_admin.message_user(request, text[:1].upper() + text[1:] + ".", messages.INFO)
+    """One message that names, and links, what the action did to what, grouped by result:
+    "Requeued (2): charge-order …3f9a12bc, charge-order …0b7c44e1. Not requeueable (1): …".
+
+    ``earlier`` adds ``(result, label, count)`` done by earlier requests of the same action (an
+    action over a whole filter that went on over several requests): counted, not named. A success
+    when everything acted, a warning when nothing did, information for a mix.
+    """
+    grouped: dict[str, list[Acted]] = {}
+    counted: dict[str, int] = {}
+    outcomes: set[str] = set()
+    for acted in results:
+        grouped.setdefault(acted.label, []).append(acted)
+        counted[acted.label] = counted.get(acted.label, 0) + 1
+        outcomes.add(acted.result)
+    for result, label, count in earlier:
+        counted[label] = counted.get(label, 0) + count
+        outcomes.add(result)
+    labels = sorted(counted, key=lambda label: order.index(label) if label in order else len(order))
+    sentences = []
+    for label in labels:
+        named = grouped.get(label, [])[:NAMED_PER_RESULT]
+        names = format_html_join(", ", "{}", ((acted.name,) for acted in named))
+        rest = counted[label] - len(named)
+        more = (f", and {rest:,} more" if named else "") if rest else ""
+        heading = label[:1].upper() + label[1:]
+        if named:
+            sentences.append(format_html("{} ({}): {}{}.", heading, f"{counted[label]:,}", names, more))
+        else:
+            sentences.append(format_html("{} ({}).", heading, f"{counted[label]:,}"))
+    if not sentences:
+        model_admin.message_user(request, "Nothing was selected; nothing was changed.", messages.WARNING)
+        return
+    effects = {result not in NO_EFFECT for result in outcomes}
+    level = {frozenset({True}): messages.SUCCESS, frozenset({False}): messages.WARNING}.get(
+        frozenset(effects), messages.INFO
+    )
+    model_admin.message_user(request, format_html_join(" ", "{}", ((text,) for text in sentences)), level)
 
 
 class SeeOther(HttpResponseRedirect):
@@ -372,24 +358,38 @@ class SeeOther(HttpResponseRedirect):
 
 
 def bulk_operator_action(
-    *, description: str, permission: str, run: Callable[[Any, str], Any], labels: dict[str, str]
-) -> Callable[..., None]:
-    """A bulk admin action: run one operator call per selected row and report the counted results.
+    *,
+    description: str,
+    permission: str,
+    run: Callable[[Any, str], Any],
+    labels: dict[str, str],
+    name: Callable[[Any], str],
+    confirm: Callable[[Any, HttpRequest, QuerySet[Any]], HttpResponse | None] | None = None,
+) -> Callable[..., HttpResponse | None]:
+    """A bulk admin action: one operator call per selected row, answered with one message that
+    names each row (``name(row)``, HTML) under its result.
 
     ``permission`` names the admin's ``has_<permission>_permission`` method (Django hides the
     action without it); ``run(row, actor)`` makes the operator call, and ``labels`` words its result.
+    ``confirm(model_admin, request, queryset)`` may answer with a confirmation page instead (the
+    action then runs when that page posts again), or None to go ahead.
     """
 
     @admin.action(description=description, permissions=[permission])
-    def action(model_admin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        counts: Counter[str] = Counter()
+    def action(
+        model_admin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
+    ) -> HttpResponse | None:
+        if confirm is not None and (page := confirm(model_admin, request, queryset)) is not None:
+            return page
+        done = []
         actor = request.user.get_username()
         for row in queryset:
-            result = run(row, actor)
-            label = labels.get(getattr(result, "name", ""), "done")
-            counts[label] += 1
+            result = getattr(run(row, actor), "name", "")
+            label = labels.get(result, "done")
+            done.append(Acted(result, label, name(row)))
             model_admin.log_change(request, row, f"{description}: {label}")
-        result_message(model_admin, request, counts, list(labels.values()))
+        result_message(model_admin, request, done, list(labels.values()))
+        return None
 
     action.__name__ = description.lower().replace(" ", "_")
     return action

@@ -30,15 +30,22 @@ from django.utils.text import Truncator
 
 from .. import monitor
 from ..core.states import JobState, TerminalStateClass
-from .console import BREADCRUMBS_AS_LIST, STATE_TONES, job_state_badge, short_duration
+from .console import (
+    BREADCRUMBS_AS_LIST,
+    live_context,
+    refresh_interval_ms as refresh_interval_ms,  # re-exported: tests pin it here
+)
+from .display import (
+    STATE_TONES,
+    format_instant,
+    job_state_badge,
+    short_duration,
+    short_job_id,
+    stored_timestamp,
+    timestamp,
+)
 
 VIEW_PERMISSION = "backwave_django.view_jobrecord"
-#: How often the page refreshes itself (the script reads it from a data attribute) ...
-REFRESH_SECONDS = 5
-#: ... unless building it is slow (a very large job table): then at most this share of the time
-#: goes into rebuilding it, up to one refresh a minute.
-REFRESH_BUSY_SHARE = 0.05
-MAX_REFRESH_SECONDS = 60
 #: Terminal causes are cut to this many characters in the Needs-attention preview.
 CAUSE_PREVIEW_CHARS = 140
 #: Chart colours and dash patterns (distinct without colour, too), keyed by series.
@@ -47,12 +54,6 @@ SERIES_STYLE = {
     "failed": ("#c77700", "6 3"),
     "dead_lettered": (STATE_TONES[JobState.DEAD_LETTERED], "2 3"),
 }
-
-
-def refresh_interval_ms(build_seconds: float) -> int:
-    """The pause before the next refresh: 5 s, stretched so a slow build stays under 5 % of the time."""
-    stretched = build_seconds / REFRESH_BUSY_SHARE
-    return int(min(max(REFRESH_SECONDS, stretched), MAX_REFRESH_SECONDS) * 1000)
 
 
 def jobs_url(**params: Any) -> str:
@@ -256,8 +257,9 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
     executing = [
         {
             "job": job,
-            "short_id": str(job.job_id)[:8],
+            "short_id": short_job_id(job.job_id),
             "url": job_url(job.sequence),
+            "expiry": SafeString(timestamp(job.lease_expiry, relative=False)),
             "countdown": countdown(job.lease_left),
         }
         for job in view.executing
@@ -265,9 +267,10 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
     attention = [
         {
             "job": job,
-            "short_id": str(job.job_id)[:8],
+            "short_id": short_job_id(job.job_id),
             "url": job_url(job.sequence),
             "badge": SafeString(job_state_badge(job.state)),
+            "ended": SafeString(timestamp(job.terminal_at, now=now, label="ended")),
             "cause": Truncator(job.terminal_cause or "").chars(CAUSE_PREVIEW_CHARS),
         }
         for job in view.needs_attention
@@ -277,19 +280,27 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
             "entry": entry,
             "url": jobs_url(queue=entry.queue, state__exact=int(JobState.SCHEDULED)),
             "age": short_duration(entry.age),
+            "due": SafeString(timestamp(entry.oldest_due, relative=False)),
             "paused": entry.queue in paused_names,
         }
         for entry in view.latency
     ]
+    workers = [
+        {"worker": worker, "seen": SafeString(timestamp(worker.last_seen_at, now=now, label="seen"))}
+        for worker in view.workers
+    ]
     schedule_problems = [
         {
             "problem": problem,
+            "last_skipped": SafeString(stored_timestamp(problem.last_skipped, now=now)),
             "url": reverse("admin:backwave_django_recurringschedule_change", args=[problem.pk]),
         }
         for problem in view.schedules.problems
     ]
     return {
         "view": view,
+        "now_text": format_instant(view.now),
+        "workers": workers,
         "states": [{"state": state, "badge": SafeString(job_state_badge(state))} for state in states],
         "depth_rows": depth_rows,
         "totals": totals,
@@ -345,10 +356,13 @@ class DashboardAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             raise PermissionDenied
         started = time.perf_counter()
         context = dashboard_context(timezone.now())
+        refresh_ms = refresh_interval_ms(time.perf_counter() - started)
+        fragment_url = reverse("admin:backwave_django_dashboard_fragment")
         return {
             **context,
-            "fragment_url": reverse("admin:backwave_django_dashboard_fragment"),
-            "refresh_ms": refresh_interval_ms(time.perf_counter() - started),
+            "fragment_url": fragment_url,
+            "refresh_ms": refresh_ms,
+            "bw_live": live_context("dashboard", "bw-dashboard-live", refresh_ms, fragment_url),
         }
 
     def changelist_view(

@@ -1,15 +1,21 @@
-"""The job list's machinery: a paginator that never counts the whole table, and its filters.
+"""The job list's machinery: a paginator that never counts the whole table, its filters and cells.
 
 The job table can hold millions of rows, so nothing here scans it to draw a page
 (``docs/admin.md``, "Jobs"): the count is the database's estimate when the list is unfiltered and
 a capped count otherwise, and every filter takes its choices from a cheap source (the registry,
-the queue settings, the schedules, a sample of the newest tags) rather than from the jobs. The
-Retrying view (``?retrying=1``) is a filter too, with the last failure of each row it shows read
-in the same query.
+the queue settings, the schedules, the workers, a sample of the newest tags) rather than from the
+jobs. The Retrying view (``?retrying=1``) is a filter too, with the last failure of each row it
+shows read in the same query.
+
+The cells are built to fit beside the admin's two sidebars at 1280 px: each stacks what belongs
+together (a job's wire name, short id and queue; its state, attempt, priority and progress), and
+the text an operator opened a failure list for, a terminal cause or a last failure, is a line of
+its own under its row (:class:`JobChangeList`), wrapped at words across the table's whole width.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -27,8 +33,9 @@ from django.utils.html import format_html
 
 from .. import registry
 from ..core.states import JobState, TerminalStateClass
-from ..models import JobRecord, JobTag, JobTransition, QueueSettings, RecurringSchedule
-from .console import HIDDEN_TEXT, format_instant, relative_to
+from ..models import JobRecord, JobTag, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
+from .console import HIDDEN_TEXT, attempt_ceiling, discarded_marker, progress_bar
+from .display import copy_button, job_state_badge, short_job_id, timestamp
 
 #: Filtered job lists are counted exactly up to this many rows and shown as "1,000+" beyond: a
 #: count that stops early costs the same on any table size (20 pages of 50; narrow the filter for more).
@@ -40,7 +47,11 @@ TAG_CHOICES = 20
 #: The Retrying view reads this much of each shown job's last failure detail (for its first line) ...
 FAILURE_HEAD_CHARS = 300
 #: ... and shows at most this much of that line.
-FAILURE_LINE_CHARS = 120
+FAILURE_LINE_CHARS = 240
+#: A failure list shows this much of each terminal cause (the whole cause is its tooltip).
+CAUSE_CHARS = 600
+#: The failure tabs, each a state never merged with the other.
+FAILURE_STATES = (JobState.DEAD_LETTERED, JobState.QUARANTINED)
 
 
 # --- Counting ------------------------------------------------------------------------------------
@@ -172,6 +183,21 @@ class ScheduleFilter(_ChoicesFilter):
 
     def known_values(self) -> list[str]:
         return list(RecurringSchedule.objects.values_list("schedule_id", flat=True))
+
+
+class LeaseOwnerFilter(_ChoicesFilter):
+    """``?lease_owner=<worker id>``: the jobs a worker is running (Leased, so the Leased partial
+    index serves it); the registered workers are the choices, the Workers page links here."""
+
+    title = "running on worker"
+    parameter_name = field = "lease_owner"
+
+    def known_values(self) -> list[str]:
+        return list(WorkerNode.objects.order_by("worker_id").values_list("worker_id", flat=True))
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(state=JobState.LEASED, lease_owner=value) if value else queryset
 
 
 class TerminalClassFilter(admin.SimpleListFilter):
@@ -312,27 +338,119 @@ def last_failure_cell(job: JobRecord) -> str:
     failed_at = getattr(job, "bw_failed_at", None)
     if failed_at is None:
         return format_html(
-            '<span class="bw-quiet" title="{}">none recorded</span>', "No failure detail logged."
+            '<span class="bw-quiet" title="{}">Last failure: none recorded.</span>',
+            "No failure detail logged.",
         )
-    when = format_instant(failed_at)
+    when = timestamp(failed_at)
     head = getattr(job, "bw_failure_head", None)
     if head is None:
-        return format_html('<span class="bw-last-failure" title="{}">failed at {}</span>', HIDDEN_TEXT, when)
+        return format_html(
+            '<span class="bw-quiet">Last failure:</span> '
+            '<span class="bw-last-failure" title="{}">failed at</span> {}',
+            HIDDEN_TEXT,
+            when,
+        )
     line = head.split("\n", 1)[0].strip()
     short = line if len(line) <= FAILURE_LINE_CHARS else line[: FAILURE_LINE_CHARS - 1] + "…"
     return format_html(
-        '<span class="bw-last-failure" data-testid="bw-last-failure" title="{}">{}</span> '
-        '<small class="bw-quiet">{}</small>',
+        '<span class="bw-quiet">Last failure:</span> '
+        '<span class="bw-last-failure" data-testid="bw-last-failure" title="{}">{}</span> {}',
         line,
         short,
         when,
     )
 
 
-def next_try_cell(job: JobRecord, now: datetime) -> str:
-    """A Retrying row's next try: its due time, and how far ahead (or overdue) that is."""
+def cause_cell(job: JobRecord) -> str:
+    """A failed job's terminal cause, for the line under its row in a failure list."""
+    text = job.terminal_cause or "—"
+    short = text if len(text) <= CAUSE_CHARS else text[: CAUSE_CHARS - 1] + "…"
     return format_html(
-        '{}<br><small class="bw-quiet">{}</small>',
-        format_instant(job.due_time),
-        relative_to(job.due_time, now),
+        '<span class="bw-quiet">Cause:</span> '
+        '<span class="bw-cause" data-testid="bw-cause" title="{}">{}</span>',
+        text,
+        short,
     )
+
+
+# --- Cells ---------------------------------------------------------------------------------------
+
+# List cells link relative to the changelist they are drawn on: no reverse() per row.
+
+
+def job_cell(job: JobRecord) -> str:
+    """The job: its wire name (the link to it), then its short id with a copy button and its queue."""
+    return format_html(
+        '<a href="{}/change/" class="bw-job-link" title="{}">{}</a>'
+        '<span class="bw-job-meta"><code title="{}">{}</code> {} <span class="bw-quiet">{}</span></span>',
+        job.pk,
+        f"{job.wire_name} {job.job_id}",
+        job.wire_name,
+        job.job_id,
+        short_job_id(job.job_id),
+        copy_button(str(job.job_id)),
+        job.queue,
+    )
+
+
+def status_cell(job: JobRecord) -> str:
+    """The state badge (and the Discarded marker), then attempt / ceiling, a priority other than 0
+    and the progress bar."""
+    facts = [f"attempt {job.attempt} / {attempt_ceiling(job)}"]
+    if job.priority:
+        facts.append(f"priority {job.priority:+d}")
+    marker = discarded_marker(job)
+    return format_html(
+        '<span class="bw-status">{}{}</span><small class="bw-facts bw-quiet">{}</small>{}',
+        job_state_badge(job.state),
+        format_html(" {}", marker) if marker else "",
+        " · ".join(facts),
+        format_html('<span class="bw-status-progress">{}</span>', progress_bar(job.progress))
+        if job.progress
+        else "",
+    )
+
+
+def when_cell(job: JobRecord, now: datetime) -> str:
+    """When an ended job ended, otherwise when it is (or was) due; how long ago beside it."""
+    if job.terminal_at is not None:
+        return timestamp(job.terminal_at, now=now, label="ended")
+    return timestamp(job.due_time, now=now, label="due")
+
+
+# --- The list's views ----------------------------------------------------------------------------
+
+
+def retrying_view(request: HttpRequest) -> bool:
+    """Whether the job list is the Retrying view (``?retrying=1``)."""
+    return request.GET.get(RetryingFilter.parameter_name) == "1"
+
+
+def failure_tab(request: HttpRequest) -> JobState | None:
+    """The failure tab the job list is showing (``?state__exact=5`` or ``6``), if any."""
+    if retrying_view(request):
+        return None
+    wanted = request.GET.get("state__exact")
+    return next((state for state in FAILURE_STATES if wanted == str(int(state))), None)
+
+
+def failure_list(request: HttpRequest) -> bool:
+    """A list of failed jobs only: a failure tab, or the Dead-Lettered-or-Quarantined class."""
+    wanted = str(int(TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED))
+    return failure_tab(request) is not None or (
+        not retrying_view(request) and request.GET.get(TerminalClassFilter.parameter_name) == wanted
+    )
+
+
+class JobChangeList(ChangeList):
+    """The job list, which knows the line it draws under each row: the terminal cause in a failure
+    list, the last failure in the Retrying view, nothing otherwise (read by the ``job_results`` tag)."""
+
+    def __init__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
+        self.bw_detail = (
+            last_failure_cell if retrying_view(request) else cause_cell if failure_list(request) else None
+        )
+        started = time.perf_counter()
+        super().__init__(request, *args, **kwargs)
+        #: What building the list (its filters, search and count) cost: live refresh stretches by it.
+        self.bw_build_seconds = time.perf_counter() - started

@@ -10,7 +10,6 @@ actions (bulk on the list, a button on the detail page), which go through
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -33,6 +32,7 @@ from .console import (
     DETAIL_ROWS,
     HIDDEN_TEXT,
     REQUEUE_PERMISSION,
+    Acted,
     ReadOnlyAdmin,
     SeeOther,
     attempt_ceiling,
@@ -40,25 +40,29 @@ from .console import (
     can_view_sensitive,
     console_button,
     discarded_marker,
-    format_instant,
-    job_state_badge,
+    live_context,
     max_attempts_text,
-    pretty_json,
     progress_bar,
+    refresh_interval_ms,
     result_message,
     seconds_text,
-    tag_pills,
 )
+from .display import job_state_badge, pretty_json, short_job_id, tag_pills, timestamp
 from .job_actions import (
     CANCEL_LABELS,
     REQUEUE_LABELS,
     RETRY_NOW_LABELS,
     cancel_jobs,
+    confirm_cancel_running,
+    job_name,
     requeue_jobs,
     retry_now_jobs,
 )
+from .job_bulk import whole_filter_buttons, whole_filter_view
 from .job_list import (
     EstimatedCountPaginator,
+    JobChangeList,
+    LeaseOwnerFilter,
     PriorityFilter,
     QueueFilter,
     RetryingFilter,
@@ -66,8 +70,11 @@ from .job_list import (
     TagFilter,
     TerminalClassFilter,
     WireNameFilter,
-    last_failure_cell,
-    next_try_cell,
+    failure_tab,
+    job_cell,
+    retrying_view,
+    status_cell,
+    when_cell,
     with_last_failure,
 )
 
@@ -78,15 +85,6 @@ if TYPE_CHECKING:
 FAILURE_COUNT_CAP = 1_000
 #: The Retrying tab's blurb: Scheduled jobs that have run (attempt >= 1), next try first.
 RETRYING_BLURB = "waiting for their next try, next try first"
-
-#: The copy button's icon, two overlapping sheets drawn inline: no font glyph for "copy" renders
-#: everywhere (U+29C9 is an empty box in common Linux browser fonts). The button carries the label.
-COPY_ICON = SafeString(
-    '<svg class="bw-copy-icon" width="12" height="12" viewBox="0 0 16 16" aria-hidden="true" '
-    'focusable="false"><rect x="5" y="5" width="9.5" height="9.5" rx="1.5" fill="none" '
-    'stroke="currentColor" stroke-width="1.6"/><path d="M3 11h-.5A1.5 1.5 0 0 1 1 9.5v-7A1.5 1.5 0 0 '
-    '1 2.5 1h7A1.5 1.5 0 0 1 11 2.5V3" fill="none" stroke="currentColor" stroke-width="1.6"/></svg>'
-)
 
 #: The failures view: two tabs over the job list, never merged (label, state, blurb, test id).
 FAILURE_TABS = (
@@ -108,7 +106,7 @@ JOB_FACTS = (
     "enqueued_at_utc",
     "lease_owner",
     "lease_expiry_utc",
-    "cancel_requested",
+    "cancel_requested_text",
     "terminal_at_utc",
     "terminal_cause",
     "parents_remaining",
@@ -120,39 +118,30 @@ JOB_FACTS = (
 SENSITIVE_FIELDS = ("payload_view", "output_view")
 #: The job's own policy, stored on the row (or the settings' when the row predates the columns).
 POLICY_FIELDS = ("max_attempts_policy", "backoff_policy", "timeout_policy")
-#: The Retrying view's columns: the attempt as "n of max", the last failure and the next try.
-RETRYING_COLUMNS = (
-    "short_id",
-    "wire",
-    "queue_name",
-    "retry_attempt",
-    "last_failure",
-    "next_try",
-    "progress_column",
-    "tag_pills",
-)
+#: The Retrying view's columns: the attempt as "n of max" (with progress) and the next try; each
+#: job's last failure is a line of its own under its row (``JobChangeList``).
+RETRYING_COLUMNS = ("job", "retry_attempt", "next_try", "tag_pills")
+#: The parts of the job list that live refresh swaps: tab counts, whole-filter buttons, rows, count.
+LIVE_REGIONS = "bw-tabs bw-object-tools bw-results bw-paginator"
+#: The list's titles: the tab or filter shown, instead of Django's "Select job to view".
+TITLES = {
+    JobState.DEAD_LETTERED: "Dead-Lettered jobs",
+    JobState.QUARANTINED: "Quarantined jobs",
+}
 
 
 class JobRecordAdmin(ReadOnlyAdmin):
     """The job list (newest first, never fully counted) and the read-only job detail page."""
 
-    list_display = (
-        "short_id",
-        "wire",
-        "queue_name",
-        "state_badge",
-        "attempt_of",
-        "priority_column",
-        "progress_column",
-        "due_at",
-        "terminal_at_utc",
-        "tag_pills",
-    )
-    list_display_links = None  # the job id column links to the detail page itself
+    # Four columns that fit beside the admin's two sidebars at 1280 px: the job (wire name, short
+    # id, queue), its state (with attempt, priority and progress), its due or end time, its tags.
+    # The failure lists add each job's terminal cause as a full-width line under its row.
+    list_display = ("job", "status", "when", "tag_pills")
+    list_display_links = None  # the job cell links to the detail page itself
     # Only the primary key orders the list (newest first, or oldest first): sorting a large table
     # by any other column would be a full sort on every page load, so no other column has an
     # ordering (which also makes a hand-written ``?o=`` for them a no-op).
-    sortable_by = ("short_id",)
+    sortable_by = ("job",)
     list_filter = (
         "state",
         RetryingFilter,
@@ -162,6 +151,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         WireNameFilter,
         ScheduleFilter,
         TagFilter,
+        LeaseOwnerFilter,
     )
     ordering = ("-sequence",)  # newest first, along the primary key
     list_per_page = 50
@@ -189,13 +179,13 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRecord]:
         # Payload and output load only when the detail page shows them (and the viewer may see them).
         queryset = super().get_queryset(request).defer("payload", "output").prefetch_related("tags")
-        if _retrying_tab(request):
+        if retrying_view(request):
             queryset = with_last_failure(queryset, detail=can_view_sensitive(request))
         return queryset
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # The Retrying view: next try first, along ``backwave_job_claim_priority`` (Scheduled rows only).
-        return ("due_time", "sequence") if _retrying_tab(request) else tuple(self.ordering or ())
+        return ("due_time", "sequence") if retrying_view(request) else tuple(self.ordering or ())
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         """A job by its primary key, or by its job id (so a copied job id works in the URL)."""
@@ -223,14 +213,14 @@ class JobRecordAdmin(ReadOnlyAdmin):
         return queryset.filter(matches), False
 
     def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
-        if _retrying_tab(request):
-            return RETRYING_COLUMNS
-        columns = tuple(super().get_list_display(request))
-        return (*columns, "cause") if _failure_tab(request) is not None else columns
+        return RETRYING_COLUMNS if retrying_view(request) else tuple(super().get_list_display(request))
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[JobChangeList]:
+        return JobChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
-        active = _failure_tab(request)
-        retrying_active = _retrying_tab(request)
+        active = failure_tab(request)
+        retrying_active = retrying_view(request)
         changelist_url = reverse("admin:backwave_django_jobrecord_changelist")
         tabs = [
             {
@@ -267,30 +257,36 @@ class JobRecordAdmin(ReadOnlyAdmin):
             )
         blurbs = {state: f"{label}: {blurb}." for label, state, blurb, _ in FAILURE_TABS}
         active_blurb = blurbs.get(active) if active is not None else None
+        title = "Retrying jobs" if retrying_active else TITLES.get(active, "Jobs") if active else "Jobs"
         context = {
+            "title": title,
             "bw_tabs": tabs,
             "bw_active_blurb": f"Retrying: {RETRYING_BLURB}." if retrying_active else active_blurb,
             **(extra_context or {}),
         }
-        return super().changelist_view(request, context)
+        response = super().changelist_view(request, context)
+        data = getattr(response, "context_data", None) or {}
+        cl = data.get("cl")
+        if isinstance(cl, JobChangeList):
+            data["bw_whole_filter"] = whole_filter_buttons(request, cl)
+            data["bw_live"] = live_context("jobs", LIVE_REGIONS, refresh_interval_ms(cl.bw_build_seconds))
+        return response
 
     # --- Columns and facts ---------------------------------------------------------------------
 
     # List cells link relative to the changelist they are drawn on: no reverse() per row.
 
-    @admin.display(description="job id", ordering="sequence")
-    def short_id(self, job: JobRecord) -> str:
-        url = f"{job.pk}/change/"
-        return format_html(
-            '<a href="{}" title="{}"><code>{}…</code></a> '
-            '<button type="button" class="bw-copy" data-bw-copy="{}" title="Copy the job id" '
-            'aria-label="Copy the job id">{}</button>',
-            url,
-            job.job_id,
-            str(job.job_id)[:8],
-            job.job_id,
-            COPY_ICON,
-        )
+    @admin.display(description="job", ordering="sequence")
+    def job(self, job: JobRecord) -> str:
+        return job_cell(job)
+
+    @admin.display(description="state")
+    def status(self, job: JobRecord) -> str:
+        return status_cell(job)
+
+    @admin.display(description="due / ended")
+    def when(self, job: JobRecord) -> str:
+        return when_cell(job, timezone.now())
 
     @admin.display(description="job id")
     def job_id_copy(self, job: JobRecord) -> str:
@@ -300,14 +296,6 @@ class JobRecordAdmin(ReadOnlyAdmin):
             job.job_id,
             job.job_id,
         )
-
-    @admin.display(description="wire name")
-    def wire(self, job: JobRecord) -> str:
-        return job.wire_name
-
-    @admin.display(description="queue")
-    def queue_name(self, job: JobRecord) -> str:
-        return job.queue
 
     @admin.display(description="state")
     def state_badge(self, job: JobRecord) -> str:
@@ -320,11 +308,6 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def attempt_of(self, job: JobRecord) -> str:
         return f"{job.attempt} / {attempt_ceiling(job)}"
 
-    @admin.display(description="priority")
-    def priority_column(self, job: JobRecord) -> str:
-        """The priority, shown only when it is not the normal 0 (so the others stand out)."""
-        return "" if job.priority == 0 else f"{job.priority:+d}"
-
     @admin.display(description="unique key")
     def unique_key_view(self, job: JobRecord) -> str:
         """A unique job's key: the digest its conflicting enqueues share (see docs/jobs.md)."""
@@ -334,19 +317,16 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="attempt")
     def retry_attempt(self, job: JobRecord) -> str:
-        return f"{job.attempt} of {attempt_ceiling(job)}"
-
-    @admin.display(description="last failure")
-    def last_failure(self, job: JobRecord) -> str:
-        return last_failure_cell(job)
+        return format_html(
+            '<span class="bw-nowrap">{} of {}</span>{}',
+            job.attempt,
+            attempt_ceiling(job),
+            format_html("<br>{}", progress_bar(job.progress)) if job.progress else "",
+        )
 
     @admin.display(description="next try")
     def next_try(self, job: JobRecord) -> str:
-        return next_try_cell(job, timezone.now())
-
-    @admin.display(description="progress")
-    def progress_column(self, job: JobRecord) -> str:
-        return progress_bar(job.progress)
+        return timestamp(job.due_time, label="due")
 
     @admin.display(description="max attempts")
     def max_attempts_policy(self, job: JobRecord) -> str:
@@ -370,19 +350,26 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="due time")
     def due_at(self, job: JobRecord) -> str:
-        return format_instant(job.due_time)
+        return timestamp(job.due_time)
 
     @admin.display(description="terminal at")
     def terminal_at_utc(self, job: JobRecord) -> str:
-        return format_instant(job.terminal_at)
+        return timestamp(job.terminal_at)
 
     @admin.display(description="enqueued at")
     def enqueued_at_utc(self, job: JobRecord) -> str:
-        return format_instant(job.enqueued_at)
+        return timestamp(job.enqueued_at)
 
     @admin.display(description="lease expiry")
     def lease_expiry_utc(self, job: JobRecord) -> str:
-        return format_instant(job.lease_expiry)
+        return timestamp(job.lease_expiry)
+
+    @admin.display(description="cancel requested")
+    def cancel_requested_text(self, job: JobRecord) -> str:
+        """A plain yes or no: Django's red ✖ for "no" would read as an error."""
+        if not job.cancel_requested:
+            return "no"
+        return "yes: the handler stops at its next check" if job.state == JobState.LEASED else "yes"
 
     @admin.display(description="tags")
     def tag_pills(self, job: JobRecord) -> str:
@@ -391,12 +378,6 @@ class JobRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="tags")
     def tag_list(self, job: JobRecord) -> str:
         return tag_pills(job.tags.all(), reverse("admin:backwave_django_jobrecord_changelist"))
-
-    @admin.display(description="cause")
-    def cause(self, job: JobRecord) -> str:
-        text = job.terminal_cause or "—"
-        short = text if len(text) <= 120 else text[:119] + "…"
-        return format_html('<span class="bw-cause" title="{}">{}</span>', text, short)
 
     @admin.display(description="minted by")
     def minted_by(self, job: JobRecord) -> str:
@@ -449,7 +430,12 @@ class JobRecordAdmin(ReadOnlyAdmin):
         # The buttons, timeline and facts all come from ``obj``, the one read Django made for this
         # page: a second read could see a newer state (a Cancel button beside a Cancelled badge).
         if obj is not None:
-            context = {**self._detail_context(request, obj), **context}
+            context = {
+                **self._detail_context(request, obj),
+                **context,
+                "title": f"Job {obj.wire_name} {short_job_id(obj.job_id)}",
+                "subtitle": None,
+            }
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def _detail_context(self, request: HttpRequest, job: JobRecord) -> dict[str, Any]:
@@ -477,6 +463,12 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         return [
+            # Before the per-job URLs below, which would read "all" as a job id.
+            path(
+                "all/<slug:action>/",
+                self.admin_site.admin_view(self.whole_filter_view),
+                name="backwave_django_jobrecord_all",
+            ),
             path(
                 "<path:object_id>/cancel/",
                 self.admin_site.admin_view(self.cancel_view),
@@ -495,10 +487,18 @@ class JobRecordAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
+    def whole_filter_view(self, request: HttpRequest, action: str) -> HttpResponse:
+        """GET: confirm an action over the whole filter; POST: run it (see :mod:`.job_bulk`)."""
+        return whole_filter_view(self, request, action)
+
     @console_button(permission=CANCEL_PERMISSION)
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST: cancel one job (the detail page's Cancel button)."""
-        return self._act_on_job(request, object_id, operator.cancel, "Cancel", CANCEL_LABELS)
+        """POST: cancel one job (the detail page's Cancel button). A running job is cancelled only
+        once the POST says ``confirm=yes``; without it the answer is the confirmation page."""
+        job = self.get_object(request, unquote(object_id))
+        if job is not None and job.state == JobState.LEASED and request.POST.get("confirm") != "yes":
+            return confirm_cancel_running(self, request, job)
+        return self._act_on_job(request, object_id, operator.cancel, "Cancel", CANCEL_LABELS, job=job)
 
     @console_button(permission=REQUEUE_PERMISSION)
     def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -517,34 +517,19 @@ class JobRecordAdmin(ReadOnlyAdmin):
         run: Callable[..., Any],
         verb: str,
         labels: dict[str, str],
+        job: JobRecord | None = None,
     ) -> HttpResponse:
-        """Run one operator call on the job a button names, log it and say what it did."""
-        job = self.get_object(request, unquote(object_id))
+        """Run one operator call on the job a button names, log it and say what it did to which job."""
+        job = job or self.get_object(request, unquote(object_id))
         if job is None:
             self.message_user(
                 request, f"No job with id “{object_id}”; nothing was changed.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_jobrecord_changelist"))
-        label = labels[run(job.job_id, actor=request.user.get_username()).name]
-        self.log_change(request, job, f"{verb}: {label}")
-        result_message(self, request, Counter({label: 1}))
+        result = run(job.job_id, actor=request.user.get_username()).name
+        self.log_change(request, job, f"{verb}: {labels[result]}")
+        result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
-
-
-def _retrying_tab(request: HttpRequest) -> bool:
-    """Whether the job list is the Retrying view (``?retrying=1``)."""
-    return request.GET.get(RetryingFilter.parameter_name) == "1"
-
-
-def _failure_tab(request: HttpRequest) -> JobState | None:
-    """The failure tab the job list is showing (``?state__exact=5`` or ``6``), if any."""
-    if _retrying_tab(request):
-        return None
-    wanted = request.GET.get("state__exact")
-    for _, state, _, _ in FAILURE_TABS:
-        if wanted == str(int(state)):
-            return state
-    return None
 
 
 def _timeline(job: JobRecord, *, sensitive: bool) -> list[dict[str, Any]]:
@@ -560,7 +545,7 @@ def _timeline(job: JobRecord, *, sensitive: bool) -> list[dict[str, Any]]:
         {
             **row,
             "badge": SafeString(job_state_badge(row["state"])),
-            "when": format_instant(row["recorded_at"]),
+            "when": SafeString(timestamp(row["recorded_at"])),
             "detail": row.get("failure_detail"),
         }
         for row in rows

@@ -24,15 +24,16 @@ from ..core.observing import ObserverLag
 from ..core.states import JobState
 from ..models import JobRecord, Observer, ObserverDeadLetter
 from ..observers import definitions
-from .console import (
+from .console import DETAIL_ROWS, ReadOnlyAdmin
+from .display import (
     CLAIMING_TONE,
-    DETAIL_ROWS,
     STALE_TONE,
     STATE_TONES,
-    ReadOnlyAdmin,
-    format_instant,
+    job_link,
     job_state_badge,
     short_duration,
+    short_job_id,
+    timestamp,
     tone_badge,
 )
 
@@ -95,7 +96,9 @@ class ObserverAdmin(ReadOnlyAdmin):
         if oldest is None:
             return "—"
         return format_html(
-            '<span title="{}">{} old</span>', format_instant(oldest), short_duration(timezone.now() - oldest)
+            "{} old <small>({})</small>",
+            short_duration(timezone.now() - oldest),
+            timestamp(oldest, relative=False),
         )
 
     @admin.display(description="lease")
@@ -107,7 +110,7 @@ class ObserverAdmin(ReadOnlyAdmin):
             "{} {} <small>until {}</small>",
             tone_badge("held" if live else "expired", CLAIMING_TONE if live else STALE_TONE),
             row.lease_owner,
-            format_instant(row.lease_expiry),
+            timestamp(row.lease_expiry),
         )
 
     @admin.display(description="dead letters")
@@ -139,7 +142,7 @@ class ObserverAdmin(ReadOnlyAdmin):
                     job_state_badge(letter.state),
                     letter.attempt,
                     letter.delivery_attempts,
-                    format_instant(letter.dead_lettered_at),
+                    timestamp(letter.dead_lettered_at),
                 )
                 for letter in letters
             ),
@@ -179,7 +182,7 @@ class ObserverDeadLetterAdmin(ReadOnlyAdmin):
 
     @admin.display(description="dead-lettered", ordering="dead_lettered_at")
     def when(self, row: ObserverDeadLetter) -> str:
-        return format_instant(row.dead_lettered_at)
+        return timestamp(row.dead_lettered_at)
 
 
 def _job_links(job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -189,9 +192,8 @@ def _job_links(job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
 
 
 def _job_link(job_id: uuid.UUID, pk: int) -> str:
-    url = reverse("admin:backwave_django_jobrecord_change", args=[pk])
-    return format_html('<a href="{}"><code>{}</code></a>', url, job_id)
+    return job_link(reverse("admin:backwave_django_jobrecord_change", args=[pk]), job_id)
 
 
 def _purged(job_id: uuid.UUID) -> str:
-    return format_html("<code>{}</code> (purged)", job_id)
+    return format_html('<code title="{}">{}</code> (purged)', job_id, short_job_id(job_id))

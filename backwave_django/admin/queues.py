@@ -1,14 +1,17 @@
-"""The Queues page: every queue with its status, in-use / limit and depth, and its controls.
+"""The Queues page: every queue with its status, in-use / limit, latency, throughput and depth,
+and its controls.
 
 A page of its own rather than a changelist, because a queue that only has jobs has no settings
 row to select. Pause, Resume (one queue or the selected ones) and Set limit are operator buttons
 behind ``pause_queuesettings`` that go through :mod:`backwave_django.operator`; see
-``docs/admin.md`` ("Queues").
+``docs/admin.md`` ("Queues"). The page refreshes itself like the Dashboard (``live.js``), at an
+interval stretched by how long it took to build (its job counts are one ``GROUP BY`` over the
+job table).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -19,19 +22,31 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from .. import monitor, operator
+from ..core.states import JobState
 from ..models import QueueSettings
 from .console import (
     BREADCRUMBS_AS_LIST,
-    CLAIMING_TONE,
     PAUSE_PERMISSION,
-    PAUSED_TONE,
+    Acted,
     ReadOnlyAdmin,
     SeeOther,
     console_button,
+    live_context,
+    refresh_interval_ms,
     result_message,
+)
+from .display import (
+    BLOCKED_TONE,
+    CLAIMING_TONE,
+    PAUSED_TONE,
+    STATE_TONES,
+    short_duration,
+    timestamp,
     tone_badge,
 )
 
@@ -82,17 +97,26 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             return HttpResponseNotAllowed(["GET", "HEAD"])  # the controls post to their own URLs
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
+        started = time.perf_counter()
+        now = timezone.now()
         depths = {depth.queue: depth for depth in monitor.queue_depths()}
         statuses = monitor.queue_statuses(list(depths.values()))
-        rows = [_queue_row(status, depths.get(status.queue)) for status in statuses]
+        latency = {entry.queue: entry for entry in monitor.queue_latency(now=now)}
+        throughput = monitor.queue_throughput(now=now)
+        rows = [
+            _queue_row(status, depths.get(status.queue), latency.get(status.queue), throughput)
+            for status in statuses
+        ]
+        refresh_ms = refresh_interval_ms(time.perf_counter() - started)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Queues",
             "subtitle": None,
             "bw_breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
+            "bw_live": live_context("queues", "bw-queues", refresh_ms),
             "rows": rows,
-            "states": [str(state.label) for state in monitor.STATE_ORDER],
+            "throughput": throughput,
             "can_pause": self.has_pause_permission(request),
             "bulk_url": reverse("admin:backwave_django_queuesettings_bulk"),
             **(extra_context or {}),
@@ -129,6 +153,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             (operator.pause_queue, "paused") if action == "pause" else (operator.resume_queue, "resumed")
         )
         actor = request.user.get_username()
+        done = []
         for queue in queues:
             try:
                 run(queue, actor=actor)
@@ -138,7 +163,8 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
                 )
                 return back
             self._log_queue_change(request, queue, f"{action.capitalize()} queue")
-        result_message(self, request, Counter({label: len(queues)}))
+            done.append(Acted(action.upper(), label, _queue_name(queue)))
+        result_message(self, request, done, [label])
         return back
 
     @console_button(permission=PAUSE_PERMISSION)
@@ -163,8 +189,12 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
             return back
         described = "no limit" if limit is None else f"a limit of {limit}"
+        if limit == 0:
+            described += ": it is blocked, nothing is claimed from it"
         self._log_queue_change(request, queue, f"Set concurrency limit: {described}")
-        self.message_user(request, f"Queue “{queue}” now has {described}.", messages.INFO)
+        self.message_user(
+            request, format_html("Queue “{}” now has {}.", _queue_name(queue), described), messages.SUCCESS
+        )
         return back
 
     def _log_queue_change(self, request: HttpRequest, queue: str, message: str) -> None:
@@ -174,29 +204,70 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             self.log_change(request, row, message)
 
 
-def _queue_row(status: monitor.QueueStatus, depth: monitor.QueueDepth | None) -> dict[str, Any]:
-    """One row of the Queues page: status, in-use / limit, depth by state, and the control URLs."""
+def _queue_name(queue: str) -> str:
+    """A queue as messages name it: a link to its jobs."""
+    url = reverse("admin:backwave_django_jobrecord_changelist")
+    return format_html('<a href="{}?{}">{}</a>', url, urlencode({"queue": queue}), queue)
+
+
+def _rate(per_minute: float) -> str:
+    """Finished attempts per minute, ``7.2``, ``< 0.1`` for a trickle (never a misleading 0)."""
+    if per_minute == 0:
+        return "0"
+    if per_minute < 0.1:
+        return "< 0.1"
+    return f"{per_minute:.1f}".removesuffix(".0")
+
+
+def queue_badge(status: monitor.QueueStatus) -> str:
+    """Paused (amber), Blocked by a limit of 0 (red: nothing is claimed), or Claiming (green)."""
+    if status.paused:
+        return tone_badge("Paused", PAUSED_TONE, status="paused")
+    if status.concurrency_limit == 0:
+        return tone_badge("Blocked (limit 0)", BLOCKED_TONE, status="blocked")
+    return tone_badge("Claiming", CLAIMING_TONE, status="claiming")
+
+
+def _queue_row(
+    status: monitor.QueueStatus,
+    depth: monitor.QueueDepth | None,
+    latency: monitor.QueueLatency | None,
+    throughput: monitor.QueueThroughputs,
+) -> dict[str, Any]:
+    """One row of the Queues page: status, in-use / limit, latency, throughput, depth by state, and
+    the control URLs."""
     jobs_url = reverse("admin:backwave_django_jobrecord_changelist")
     counts = depth.counts if depth is not None else (0,) * len(monitor.STATE_ORDER)
     limit = "∞" if status.concurrency_limit is None else str(status.concurrency_limit)
-    badge = tone_badge("Paused", PAUSED_TONE) if status.paused else tone_badge("Claiming", CLAIMING_TONE)
+    done = throughput.get(status.queue)
+
+    def filtered(**params: Any) -> str:
+        return f"{jobs_url}?{urlencode({'queue': status.queue, **params})}"
+
     return {
         "queue": status.queue,
         "paused": status.paused,
-        "badge": SafeString(badge),
+        "badge": SafeString(queue_badge(status)),
         "limit": status.concurrency_limit,
         "in_use": f"{status.leased} / {limit}",
         "at_limit": status.at_limit,
+        "latency": short_duration(latency.age) if latency is not None else None,
+        "latency_since": SafeString(timestamp(latency.oldest_due, relative=False)) if latency else "",
+        "latency_url": filtered(state__exact=int(JobState.SCHEDULED)),
+        "done": done,
+        "per_minute": _rate(done.total / throughput.minutes),
         "depths": [
             {
                 "label": str(state.label),
                 "count": count,
-                "url": f"{jobs_url}?{urlencode({'queue': status.queue, 'state__exact': int(state)})}",
+                "tone": STATE_TONES[state],
+                "url": filtered(state__exact=int(state)),
             }
             for state, count in zip(monitor.STATE_ORDER, counts, strict=True)
+            if count
         ],
         "total": sum(counts),
-        "jobs_url": f"{jobs_url}?{urlencode({'queue': status.queue})}",
+        "jobs_url": filtered(),
         "pause_url": reverse("admin:backwave_django_queuesettings_pause", args=[status.queue]),
         "resume_url": reverse("admin:backwave_django_queuesettings_resume", args=[status.queue]),
         "limit_url": reverse("admin:backwave_django_queuesettings_limit", args=[status.queue]),

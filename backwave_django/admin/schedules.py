@@ -10,7 +10,6 @@ store would, with the store's own read-only ``resolve_schedule``; see ``docs/adm
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -20,7 +19,7 @@ from django.contrib.admin.utils import unquote
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .. import operator, registry
@@ -33,21 +32,27 @@ from ..models import JobRecord, RecurringSchedule
 from ..store import resolve_schedule
 from .console import (
     DETAIL_ROWS,
-    STATE_TONES,
     TRIGGER_PERMISSION,
+    Acted,
     ConsoleAdmin,
     SeeOther,
     bulk_operator_action,
     console_button,
-    format_instant,
-    job_state_badge,
     result_message,
 )
+from .display import STATE_TONES, job_link, job_state_badge, stored_timestamp, timestamp
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
 
 TRIGGER_LABELS = {"TRIGGERED": "triggered", "SCHEDULE_NOT_FOUND": "not found"}
+#: A wire name no job is registered under: a form error, on a stored schedule or a forged choice.
+UNREGISTERED = (
+    "No job is registered with wire name “%(value)s”: every instance would be Quarantined. "
+    "Declare it with @job(...) in an app's jobs.py, or fix the name."
+)
+LIVE_INSTANCE = SafeString('<span class="bw-pill" data-testid="bw-live-instance">live instance</span>')
+NO_LIVE_INSTANCE = SafeString('<span class="bw-quiet">no live instance</span>')
 #: The states of an instance that is still live (the "live instance" column).
 LIVE_STATES = [state for state in JobState if not state.is_terminal]
 
@@ -88,6 +93,19 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         if "payload" in self.fields and self.instance.pk is None:
             self.fields["payload"].initial = {"args": [], "kwargs": {}}
+        if "wire_name" in self.fields:
+            # A choice of the registered jobs (a schedule of anything else would be Quarantined);
+            # a stored name no longer registered stays selectable, and the form says why it fails.
+            names = sorted(registry.definitions())
+            current = self.instance.wire_name if self.instance.pk else None
+            if current and current not in names:
+                names.append(current)
+            self.fields["wire_name"] = forms.ChoiceField(
+                choices=[("", "— choose a registered job —"), *((name, _job_label(name)) for name in names)],
+                label="Job (wire name)",
+                help_text="The registered jobs (@job in an app's jobs.py), by wire name, with their queue.",
+                error_messages={"invalid_choice": UNREGISTERED},
+            )
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}
@@ -111,11 +129,7 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 f"The wire name is {len(wire_name):,} characters; MAX_WIRE_NAME_LENGTH is {limit:,}.",
             )
         elif wire_name and registry.get(wire_name) is None:
-            self.add_error(
-                "wire_name",
-                f"No job is registered with wire name “{wire_name}”: every instance would be Quarantined. "
-                "Declare it with @job(...) in an app's jobs.py, or fix the name.",
-            )
+            self.add_error("wire_name", UNREGISTERED % {"value": wire_name})
         elif wire_name and "payload" in data:
             routed = registry.route(wire_name, data["payload"])
             if isinstance(routed, registry.NotRoutable):
@@ -146,17 +160,36 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             self.add_error(None, str(exc))
 
 
+def _job_label(wire_name: str) -> str:
+    """A wire name as the form offers it: with the queue its job runs on, or why it cannot run."""
+    definition = registry.get(wire_name)
+    return f"{wire_name} (queue {definition.queue})" if definition else f"{wire_name} (not registered)"
+
+
+def schedule_name(schedule: RecurringSchedule) -> str:
+    """A schedule as result messages name it: a link to its page, and one to its instances."""
+    jobs = reverse("admin:backwave_django_jobrecord_changelist")
+    instances = f"{jobs}?{urlencode({'schedule_id': schedule.schedule_id})}"
+    return format_html(
+        '<a href="{}">{}</a> (<a href="{}">its instances</a>)',
+        reverse("admin:backwave_django_recurringschedule_change", args=[schedule.pk]),
+        schedule.schedule_id,
+        instances,
+    )
+
+
 trigger_schedules = bulk_operator_action(
     description="Trigger selected schedules now",
     permission="trigger",
     run=lambda schedule, actor: operator.trigger_schedule(schedule.schedule_id, actor=actor),
     labels=TRIGGER_LABELS,
+    name=schedule_name,
 )
 
 SCHEDULE_STATUS = (
     "cron_gloss",
     "next_due",
-    "live_instance",
+    "live_instance_text",
     "cursor_utc",
     "skipped_count",
     "error",
@@ -171,19 +204,10 @@ class RecurringScheduleAdmin(ConsoleAdmin):
     """
 
     form = RecurringScheduleForm
-    list_display = (
-        "schedule_id",
-        "cron_gloss",
-        "wire_name",
-        "queue",
-        "zone",
-        "catch_up",
-        "no_overlap",
-        "next_due",
-        "live_instance",
-        "skipped_count",
-        "error",
-    )
+    # Five columns that fit at 1280 px: the schedule (its job and queue under it), when it runs
+    # (the cron in words, the expression and the zone), the next due time, how it catches up,
+    # and its status (a live instance, skipped ticks, or the error of one that no longer resolves).
+    list_display = ("schedule_id", "cron_gloss", "next_due", "policy", "status")
     ordering = ("schedule_id",)
     search_fields = ("schedule_id", "wire_name")
     actions = (trigger_schedules,)
@@ -203,6 +227,9 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         live = JobRecord.objects.filter(schedule_id=OuterRef("schedule_id"), state__in=LIVE_STATES)
         schedules: QuerySet[RecurringSchedule] = super().get_queryset(request)
         return schedules.annotate(has_live_instance=Exists(live))
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        return super().changelist_view(request, {"title": "Recurring schedules", **(extra_context or {})})
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return () if obj is None else ("schedule_id", *SCHEDULE_STATUS)
@@ -232,34 +259,61 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     # --- Columns -------------------------------------------------------------------------------
 
-    @admin.display(description="cron", ordering="cron")
+    @admin.display(description="runs", ordering="cron")
     def cron_gloss(self, row: RecurringSchedule) -> str:
         gloss = describe_cron(row.cron)
+        zone = row.time_zone or "UTC"
         if gloss == row.cron:
-            return format_html("<code>{}</code>", row.cron)
-        return format_html('{}<br><code class="bw-raw-cron">{}</code>', gloss, row.cron)
-
-    @admin.display(description="zone", ordering="time_zone")
-    def zone(self, row: RecurringSchedule) -> str:
-        return row.time_zone or "UTC"
+            return format_html('<code>{}</code> <small class="bw-quiet">{}</small>', row.cron, zone)
+        return format_html(
+            '{} <small class="bw-quiet">{}</small><br><code class="bw-raw-cron">{}</code>',
+            gloss,
+            zone,
+            row.cron,
+        )
 
     @admin.display(description="next due")
     def next_due(self, row: RecurringSchedule) -> str:
         try:
-            return format_instant(planner.resolve(row.cron, row.time_zone)(row.cursor))
+            return timestamp(planner.resolve(row.cron, row.time_zone)(row.cursor))
         except ValueError:
             return "—"
 
-    @admin.display(description="live instance", boolean=True)
+    @admin.display(description="catch-up")
+    def policy(self, row: RecurringSchedule) -> str:
+        return format_html(
+            '<span class="bw-nowrap">{}</span><small class="bw-quiet bw-block">{}</small>',
+            CatchUp(row.catch_up).label,
+            "no overlap" if row.no_overlap else "overlap allowed",
+        )
+
+    @admin.display(description="status")
+    def status(self, row: RecurringSchedule) -> str:
+        """A live instance, recorded skipped ticks, and the error of a schedule that no longer resolves."""
+        parts: list[str] = [LIVE_INSTANCE if self.live_instance(row) else NO_LIVE_INSTANCE]
+        skipped = self.skipped_count(row)
+        if skipped:
+            plural = "" if skipped == 1 else "s"
+            parts.append(format_html('<span class="bw-block">{} skipped tick{}</span>', skipped, plural))
+        problem = planner.schedule_error(row.cron, row.time_zone)
+        if problem:
+            parts.append(self.error(row))
+        return format_html_join("", "{}", ((part,) for part in parts))
+
+    @admin.display(description="live instance")
     def live_instance(self, row: RecurringSchedule) -> bool:
         live = getattr(row, "has_live_instance", None)
         if live is None:
             live = JobRecord.objects.filter(schedule_id=row.schedule_id, state__in=LIVE_STATES).exists()
         return bool(live)
 
+    @admin.display(description="live instance")
+    def live_instance_text(self, row: RecurringSchedule) -> str:
+        return "yes" if self.live_instance(row) else "no"
+
     @admin.display(description="cursor")
     def cursor_utc(self, row: RecurringSchedule) -> str:
-        return format_instant(row.cursor)
+        return timestamp(row.cursor)
 
     @admin.display(description="skipped ticks")
     def skipped_count(self, row: RecurringSchedule) -> int:
@@ -271,7 +325,9 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         if problem is None:
             return "—"
         return format_html(
-            '<span class="bw-error" style="color:{}">{}</span>', STATE_TONES[JobState.QUARANTINED], problem
+            '<span class="bw-error bw-block" style="color:{}">{}</span>',
+            STATE_TONES[JobState.QUARANTINED],
+            problem,
         )
 
     # --- Detail page and the Trigger-now button --------------------------------------------------
@@ -287,13 +343,17 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         schedule = self.get_object(request, unquote(object_id)) if visible else None
         context = dict(extra_context or {})
         if schedule is not None:
+            context["title"] = f"Schedule {schedule.schedule_id}"
+            context["subtitle"] = None
             jobs_url = reverse("admin:backwave_django_jobrecord_changelist")
             context.update(
                 bw_schedule=schedule,
                 bw_error=planner.schedule_error(schedule.cron, schedule.time_zone),
                 bw_instances=_minted_instances(schedule.schedule_id),
                 bw_all_instances_url=f"{jobs_url}?{urlencode({'schedule_id': schedule.schedule_id})}",
-                bw_skipped_ticks=list(reversed(schedule.skipped_ticks or [])),
+                bw_skipped_ticks=[
+                    SafeString(stored_timestamp(tick)) for tick in reversed(schedule.skipped_ticks or [])
+                ],
                 bw_can_trigger=self.has_trigger_permission(request),
                 bw_trigger_url=reverse("admin:backwave_django_recurringschedule_trigger", args=[schedule.pk]),
             )
@@ -318,10 +378,11 @@ class RecurringScheduleAdmin(ConsoleAdmin):
                 request, f"No schedule with id “{object_id}”; nothing was triggered.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_recurringschedule_changelist"))
-        result = operator.trigger_schedule(schedule.schedule_id, actor=request.user.get_username())
-        label = TRIGGER_LABELS[result.name]
+        result = operator.trigger_schedule(schedule.schedule_id, actor=request.user.get_username()).name
+        label = TRIGGER_LABELS[result]
         self.log_change(request, schedule, f"Trigger now: {label}")
-        result_message(self, request, Counter({label: 1}))
+        done = [Acted(result, label, schedule_name(schedule))]
+        result_message(self, request, done, list(TRIGGER_LABELS.values()))
         return SeeOther(reverse("admin:backwave_django_recurringschedule_change", args=[schedule.pk]))
 
 
@@ -334,12 +395,14 @@ def _minted_instances(schedule_id: str) -> list[dict[str, Any]]:
     )
     return [
         {
-            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
+            "link": SafeString(
+                job_link(reverse("admin:backwave_django_jobrecord_change", args=[pk]), job_id)
+            ),
             "job_id": job_id,
             "badge": SafeString(job_state_badge(state)),
             "attempt": attempt,
-            "due": format_instant(due),
-            "terminal": format_instant(terminal),
+            "due": SafeString(timestamp(due)),
+            "terminal": SafeString(timestamp(terminal)),
         }
         for pk, job_id, state, attempt, due, terminal in rows
     ]

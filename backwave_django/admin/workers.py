@@ -1,46 +1,116 @@
-"""The Workers page: every worker process that has reported in, with its liveness.
+"""The Workers page: every worker process that has reported in, its liveness and what it is running.
 
 Rows are written by the workers' heartbeats and only viewed here. A worker not seen for five
 heartbeat intervals shows as stale, the same rule the worker uses to prune rows
-(``docs/admin.md``, "Workers and operator audit").
+(``docs/admin.md``, "Workers and operator audit"). Each worker's running jobs (its Leased jobs,
+by lease owner) are read once per page (``monitor.running_by_worker``), and the page refreshes
+itself like the Dashboard (``live.js``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from .. import monitor
 from ..models import WorkerNode
-from .console import CLAIMING_TONE, STALE_TONE, ReadOnlyAdmin, format_instant, tone_badge
+from .console import REFRESH_SECONDS, ReadOnlyAdmin, live_context
+from .display import CLAIMING_TONE, STALE_TONE, short_job_id, timestamp, tone_badge
+
+CANCEL_REQUESTED = SafeString(' <span class="bw-pill">cancel requested</span>')
+
+
+class WorkerChangeList(ChangeList):
+    """The workers shown, each given what it is running (``bw_running``), read in one query."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        running = monitor.running_by_worker()
+        self.result_list = list(self.result_list)
+        for row in self.result_list:
+            row.bw_running = running.get(row.worker_id)
 
 
 class WorkerNodeAdmin(ReadOnlyAdmin):
-    """The workers, most recently seen first: host, pid, queues, concurrency and alive/stale."""
+    """The workers, most recently seen first: what each runs, its queues, and alive/stale."""
 
-    list_display = (
-        "worker_id",
-        "hostname",
-        "pid",
-        "queue_list",
-        "concurrency",
-        "started",
-        "last_seen",
-        "status",
-    )
+    list_display = ("worker", "running", "queue_list", "last_seen", "status")
+    list_display_links = None  # a worker's row holds nothing more than the list shows
     ordering = ("-last_seen_at",)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[WorkerChangeList]:
+        return WorkerChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        response = super().changelist_view(request, {"title": "Workers", **(extra_context or {})})
+        if isinstance(response, TemplateResponse) and response.context_data is not None:
+            response.context_data["bw_live"] = live_context(
+                "workers", "result_list", REFRESH_SECONDS * 1000
+            )
+        return response
+
+    @admin.display(description="worker", ordering="worker_id")
+    def worker(self, row: WorkerNode) -> str:
+        return format_html(
+            '<span class="bw-mono bw-breakable">{}</span>'
+            '<small class="bw-quiet bw-block">{} · pid {} · started {}</small>',
+            row.worker_id,
+            row.hostname,
+            row.pid,
+            timestamp(row.started_at),
+        )
+
+    @admin.display(description="running")
+    def running(self, row: WorkerNode) -> str:
+        """How many of its slots are busy, and its jobs (the lease ending first on top)."""
+        jobs: monitor.WorkerJobs | None = getattr(row, "bw_running", None)
+        count = jobs.count if jobs is not None else 0
+        busy = format_html('<span class="bw-nowrap">{} of {} slots</span>', count, row.concurrency)
+        if jobs is None or not jobs.jobs:
+            return busy
+        change = reverse("admin:backwave_django_jobrecord_changelist")
+        items = format_html_join(
+            "",
+            '<li><a href="{}{}/change/">{} <code>{}</code></a>{}</li>',
+            (
+                (
+                    change,
+                    job.sequence,
+                    job.wire_name,
+                    short_job_id(job.job_id),
+                    CANCEL_REQUESTED if job.cancel_requested else "",
+                )
+                for job in jobs.jobs
+            ),
+        )
+        more = ""
+        if jobs.count > len(jobs.jobs):
+            more = format_html(
+                '<li><a href="{}?{}">all {} running →</a></li>',
+                change,
+                urlencode({"lease_owner": row.worker_id}),
+                jobs.count,
+            )
+        return format_html(
+            '{}<ul class="bw-running" data-testid="bw-worker-jobs">{}{}</ul>', busy, items, more
+        )
 
     @admin.display(description="queues")
     def queue_list(self, row: WorkerNode) -> str:
         return ", ".join(str(queue) for queue in row.queues)
 
-    @admin.display(description="started", ordering="started_at")
-    def started(self, row: WorkerNode) -> str:
-        return format_instant(row.started_at)
-
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, row: WorkerNode) -> str:
-        return format_instant(row.last_seen_at)
+        return timestamp(row.last_seen_at)
 
     @admin.display(description="alive", boolean=True)
     def alive(self, row: WorkerNode) -> bool:

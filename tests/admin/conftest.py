@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -36,5 +39,15 @@ def login(client) -> Callable[..., User]:
 
 
 def flashed(response: Any) -> list[str]:
-    """The messages a response queued for the next page."""
+    """The messages a response queued for the next page, as text (links and markup dropped)."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", str(message))) for message in flashed_html(response)]
+
+
+def flashed_html(response: Any) -> list[str]:
+    """The messages a response queued for the next page, as the HTML the page shows."""
     return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def named(job_id: uuid.UUID, wire_name: str = "send-invoice") -> str:
+    """A job as result messages name it: its wire name and the random end of its id."""
+    return f"{wire_name} …{job_id.hex[-8:]}"

@@ -18,7 +18,7 @@ from backwave_django import Failure, JobState, ScheduleSpec, store
 from backwave_django.models import JobRecord, OperatorAudit, QueueSettings, RecurringSchedule
 
 from ..conftest import LEASE, enqueue, report
-from .conftest import flashed, make_staff
+from .conftest import flashed, make_staff, named
 
 pytestmark = pytest.mark.django_db
 
@@ -165,7 +165,7 @@ def test_cancel_button_cancels_audits_logs_and_counts(client, login, world):
     response = client.post(world["posts"]["cancel"])
     assert response.status_code == 303
     assert response["Location"] == world["pages"]["pending"]
-    assert flashed(response) == ["1 cancelled immediately."]
+    assert flashed(response) == [f"Cancelled immediately (1): {named(world['pending'])}."]
     record = JobRecord.objects.get(job_id=world["pending"])
     assert (record.state, record.terminal_cause) == (JobState.CANCELLED, user.username)
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
@@ -179,38 +179,50 @@ def test_cancel_button_cancels_audits_logs_and_counts(client, login, world):
     )
     # The button is gone once the job is terminal; a second POST is counted, not an error.
     assert 'data-testid="bw-cancel"' not in client.get(world["pages"]["pending"]).content.decode()
-    assert flashed(client.post(world["posts"]["cancel"])) == ["1 not cancellable."]
+    assert flashed(client.post(world["posts"]["cancel"])) == [f"Not cancellable (1): {named(world['pending'])}."]
     assert OperatorAudit.objects.count() == 1
 
 
-def test_cancel_of_a_running_job_requests_cancellation(client, login):
+def test_cancel_of_a_running_job_asks_first_then_requests_cancellation(client, login):
     now = timezone.now()
     running = enqueue(now=now, queue="run")
     store.claim(worker_id="w", queues=["run"], max_jobs=1, lease_duration=LEASE, now=now)
     login("cancel_jobrecord")
     pk = JobRecord.objects.get(job_id=running).pk
-    response = client.post(reverse("admin:backwave_django_jobrecord_cancel", args=[pk]))
-    assert flashed(response) == ["1 cancellation requested."]
+    url = reverse("admin:backwave_django_jobrecord_cancel", args=[pk])
+    # The button's POST answers with a confirmation page and changes nothing ...
+    page = client.post(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="bw-confirm-cancel-running"' in html
+    assert "is running now" in html
+    assert '<input type="hidden" name="confirm" value="yes">' in html
+    assert not JobRecord.objects.get(job_id=running).cancel_requested
+    assert not OperatorAudit.objects.exists()
+    # ... and the confirmation's POST cancels.
+    response = client.post(url, {"confirm": "yes"})
+    assert flashed(response) == [f"Cancellation requested (1): {named(running)}."]
     assert JobRecord.objects.get(job_id=running).cancel_requested
+    assert OperatorAudit.objects.count() == 1
 
 
 def test_requeue_button_requeues_and_audits(client, login, world):
     user = login("requeue_jobrecord")
     response = client.post(world["posts"]["requeue"])
-    assert (response.status_code, flashed(response)) == (303, ["1 requeued."])
+    assert (response.status_code, flashed(response)) == (303, [f"Requeued (1): {named(world['dead'])}."])
     record = JobRecord.objects.get(job_id=world["dead"])
     assert (record.state, record.attempt) == (JobState.SCHEDULED, 0)
     assert OperatorAudit.objects.get().actor == user.username
     assert LogEntry.objects.get().user_id == user.pk
     assert 'data-testid="bw-requeue"' not in client.get(world["pages"]["dead"]).content.decode()
-    assert flashed(client.post(world["posts"]["requeue"])) == ["1 not requeueable."]
+    assert flashed(client.post(world["posts"]["requeue"])) == [f"Not requeueable (1): {named(world['dead'])}."]
 
 
 def test_trigger_button_mints_one_instance(client, login, world):
     user = login("trigger_recurringschedule")
     response = client.post(world["posts"]["trigger"])
     assert (response.status_code, response["Location"]) == (303, world["pages"]["schedule"])
-    assert flashed(response) == ["1 triggered."]
+    assert flashed(response) == ["Triggered (1): nightly (its instances)."]
     assert JobRecord.objects.filter(schedule_id="nightly").count() == 1
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
         (user.username, "trigger_schedule", "nightly")

@@ -78,14 +78,20 @@ def test_each_permission_enables_exactly_its_action(client, jobs, codename, visi
     assert hidden.encode() not in page
 
 
-def test_cancel_reports_counted_results_and_audits_with_the_username(client, jobs):
+def test_cancel_names_each_job_under_its_result_and_audits_with_the_username(client, jobs):
     pending, dead = jobs
     user = _user("cancel_jobrecord")
     client.force_login(user)
     response = _post_action(client, "cancel_selected_jobs", [pending, dead])
     assert response.status_code == 302
     messages = [str(m) for m in client.get(reverse(JOBS)).context["messages"]]
-    assert messages == ["1 cancelled immediately, 1 not cancellable."]
+    pending_pk, dead_pk = (JobRecord.objects.get(job_id=job_id).pk for job_id in (pending, dead))
+    assert messages == [
+        f'Cancelled immediately (1): <a href="/admin/backwave_django/jobrecord/{pending_pk}/change/">'
+        f"send-invoice <code>…{pending.hex[-8:]}</code></a>. "
+        f'Not cancellable (1): <a href="/admin/backwave_django/jobrecord/{dead_pk}/change/">'
+        f"send-invoice <code>…{dead.hex[-8:]}</code></a>."
+    ]
     record = JobRecord.objects.get(job_id=pending)
     assert (record.state, record.terminal_cause) == (JobState.CANCELLED, user.username)
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [

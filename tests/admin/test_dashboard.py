@@ -206,7 +206,8 @@ def test_health_tells_live_workers_from_stale_ones(viewer):
     assert 'data-testid="bw-workers-stale">1 stale' in html
     flags = dict(
         re.findall(
-            r'data-live="(true|false)">\s*<span class="bw-dot" aria-hidden="true"></span><span class="bw-mono">([^<]+)',
+            r'data-live="(true|false)">\s*<span class="bw-dot" aria-hidden="true"></span>'
+            r'<span class="bw-mono bw-breakable">([^<]+)',
             html,
         )
     )
@@ -241,7 +242,7 @@ def test_the_page_needs_nothing_from_another_origin(viewer, busy):
     html = viewer.get(reverse(DASHBOARD)).content.decode()
     external = list(re.findall(r'(?:src|href)="(https?:)?//[^"]*"', html))
     assert external == []
-    assert re.search(r'src="[^"]*backwave_django/dashboard\.js"', html)
+    assert re.search(r'src="[^"]*backwave_django/live\.js"', html)
     # The pause button only makes sense with the script: it starts hidden and the script shows it.
     toggle = re.search(r'<button[^>]*id="bw-refresh-toggle"[^>]*>', html)
     assert toggle
@@ -255,17 +256,17 @@ def test_executing_now_shows_the_lease_owner_and_a_countdown(viewer, busy):
     assert row
     assert "host-1:42:abc" in row.group(1)
     assert re.search(r'data-testid="bw-countdown">\dm \d\ds<', row.group(1))
-    assert str(busy["running"])[:8] in row.group(1)
+    assert f"<code title=\"{busy['running']}\">…{busy['running'].hex[-8:]}</code>" in row.group(1)
 
 
 def test_needs_attention_lists_the_newest_dead_lettered_and_quarantined_jobs(viewer, busy):
     html = viewer.get(reverse(DASHBOARD)).content.decode()
-    rows = re.findall(r'data-testid="bw-attention-row">(.*?)</tr>', html, re.S)
+    rows = re.findall(r'data-testid="bw-attention-row"[^>]*>(.*?)</tr>\s*<tr class="bw-detail-row">(.*?)</tr>', html, re.S)
     assert len(rows) == 2
-    joined = "".join(rows)
-    assert str(busy["dead"])[:8] in joined
-    assert str(busy["quarantined"])[:8] in joined
-    assert "smtp refused" in joined
+    joined = "".join(row + cause for row, cause in rows)
+    assert f"…{busy['dead'].hex[-8:]}</code>" in joined
+    assert f"…{busy['quarantined'].hex[-8:]}</code>" in joined
+    assert "smtp refused" in joined  # the cause, on the line under its job
     assert 'data-testid="bw-dead-lettered-total">1 Dead-Lettered' in html
 
 

@@ -64,19 +64,26 @@ def failures():
 # --- The list ----------------------------------------------------------------------------------
 
 
-def test_the_list_is_newest_first_with_short_copyable_ids_and_utc_times(client, login):
+def test_the_list_is_newest_first_with_short_copyable_ids_and_times_with_their_zone(client, login):
     login()
     first, second = enqueue(), enqueue()
     response = client.get(reverse(JOBS))
     assert _shown(response) == [second, first]
     html = response.content.decode()
+    assert response.context["title"] == "Jobs"  # not Django's "Select job to view"
     assert f'data-bw-copy="{second}"' in html
-    link = re.search(rf'<a href="([^"]+)" title="{second}">', html)
+    link = re.search(rf'<a href="([^"]+)" class="bw-job-link" title="send-invoice {second}">send-invoice</a>', html)
     assert link
     assert client.get(urljoin(reverse(JOBS), link.group(1))).context["original"].job_id == second
-    assert f"<code>{str(second)[:8]}…</code>" in html
-    assert "2026-01-01 00:00:00Z" in html  # the due time, UTC with second precision
-    assert "0 / 10" in html  # attempt / the retry ceiling
+    # The short id is the random end of the id: time-ordered ids share their start.
+    assert f'<code title="{second}">…{second.hex[-8:]}</code>' in html
+    # The due time: the current time zone (UTC here) with its name, never broken, and how long ago.
+    assert re.search(
+        r'<time class="bw-time" datetime="2026-01-01T00:00:00\+00:00" title="2026-01-01T00:00:00Z">'
+        r"2026-01-01 00:00:00 UTC</time> <small class=\"bw-ago\">due \d+ days ago</small>",
+        html,
+    )
+    assert "attempt 0 / 10" in html  # attempt / the retry ceiling
 
 
 def test_tags_render_as_filter_links_and_are_fetched_in_one_query(
@@ -183,13 +190,17 @@ def test_failures_are_two_tabs_with_counts_and_a_cause_column(client, login, fai
         assert tab, testid
         assert f'<span class="bw-count">{count}</span>' in tab.group(2)
     assert 'data-testid="bw-failures-all"' in html
-    assert "column-cause" not in html  # the cause column belongs to the failure tabs
+    assert 'data-testid="bw-cause"' not in html  # the cause line belongs to the failure lists
 
     dead_tab = client.get(reverse(JOBS), {"state__exact": int(JobState.DEAD_LETTERED)})
     assert _shown(dead_tab) == [failures["dead"]]
+    assert dead_tab.context["title"] == "Dead-Lettered jobs"
     html = dead_tab.content.decode()
-    assert "column-cause" in html
-    assert "kept failing" in html
+    # The cause is a line of its own under its job's row, across the table after the checkbox.
+    detail = re.search(r'<tr class="bw-detail-row">(.*?)</tr>', html, re.S)
+    assert detail
+    assert '<td colspan="4" class="bw-detail">' in detail.group(1)
+    assert 'data-testid="bw-cause" title="kept failing">kept failing</span>' in detail.group(1)
     assert "Dead-Lettered: ran and kept failing." in html
     assert "requeue_selected_jobs" not in html  # the viewer may not requeue: no action offered
 
@@ -372,8 +383,8 @@ def test_only_the_primary_key_orders_the_list(client, login):
     first, second = enqueue(wire_name="a"), enqueue(wire_name="b")
     html = client.get(reverse(JOBS)).content.decode()
     sortable = re.findall(r'<th scope="col" class="sortable[^"]*column-(\w+)', html)
-    assert sortable == ["short_id"]
-    header = re.search(r'column-short_id.*?<a href="\?o=(\d+)"', html, re.S)
+    assert sortable == ["job"]
+    header = re.search(r'column-job.*?<a href="\?o=(\d+)"', html, re.S)
     assert header
     column = int(header.group(1))
     assert _shown(client.get(reverse(JOBS), {"o": str(column)})) == [first, second]  # oldest first
@@ -429,7 +440,7 @@ def test_a_valid_selection_still_runs_the_action(client, login, failures):
     response = client.post(
         reverse(JOBS), {"action": "requeue_selected_jobs", "index": "0", "_selected_action": [f" {pk} "]}
     )
-    assert flashed(response) == ["1 requeued."]
+    assert flashed(response) == [f"Requeued (1): send-invoice …{failures['dead'].hex[-8:]}."]
     assert JobRecord.objects.get(pk=pk).state == JobState.SCHEDULED
 
 
@@ -516,8 +527,8 @@ def test_the_list_shows_non_default_priorities_and_filters_by_priority_range(cli
     login()
     high, normal, low = enqueue(priority=5), enqueue(), enqueue(priority=-3)
     html = client.get(reverse(JOBS)).content.decode()
-    assert '<td class="field-priority_column">+5</td>' in html
-    assert '<td class="field-priority_column">-3</td>' in html
+    facts = re.findall(r'<small class="bw-facts bw-quiet">([^<]*)</small>', html)
+    assert facts == ["attempt 0 / 10 · priority -3", "attempt 0 / 10", "attempt 0 / 10 · priority +5"]
     for value, expected in (("above", [high]), ("normal", [normal]), ("below", [low])):
         assert _shown(client.get(reverse(JOBS), {"priority": value})) == expected
 

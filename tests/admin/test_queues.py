@@ -48,15 +48,20 @@ def test_queues_with_only_jobs_and_queues_with_only_settings_are_both_listed(cli
     assert ">Paused<" in billing
     assert "1 / ∞" in mail
     assert "0 / 2" in billing
-    depth = re.findall(r'<td data-label="([^"]+)">(?:<a href="([^"]+)">)?(\d+)', mail)
-    by_state = {label: (int(count), href) for label, href, count in depth}
+    # The states the queue has jobs in, each linking to them; none for a queue without jobs.
+    depth = re.findall(
+        r'<a href="([^"]+)" data-testid="bw-queue-depth" data-state="([^"]+)"[^>]*>[^<]*<strong>(\d+)', mail
+    )
+    by_state = {label: (int(count), href) for href, label, count in depth}
+    assert set(by_state) == {str(JobState.SCHEDULED.label), str(JobState.LEASED.label)}
     assert by_state[str(JobState.SCHEDULED.label)][0] == 2
     assert by_state[str(JobState.LEASED.label)][0] == 1
     assert (
         by_state[str(JobState.LEASED.label)][1]
         == "/admin/backwave_django/jobrecord/?queue=mail&amp;state__exact=2"
     )
-    assert '<td data-label="total">3</td>' in mail
+    assert re.search(r'data-testid="bw-queue-total">3<', mail)
+    assert "bw-queue-depth" not in billing
 
 
 def test_a_viewer_sees_no_controls_and_a_queue_admin_sees_all_of_them(client, login, queues):
@@ -89,7 +94,7 @@ def test_the_page_itself_answers_only_get(client, login, queues):
 def test_pausing_a_queue_that_only_has_jobs_creates_its_settings_and_is_audited(client, login, queues):
     user = login("pause_queuesettings")
     response = client.post(reverse("admin:backwave_django_queuesettings_pause", args=["mail"]))
-    assert (response.status_code, flashed(response)) == (303, ["1 paused."])
+    assert (response.status_code, flashed(response)) == (303, ["Paused (1): mail."])
     assert QueueSettings.objects.get(queue="mail").paused
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
         (user.username, "pause_queue", "mail")
@@ -97,20 +102,20 @@ def test_pausing_a_queue_that_only_has_jobs_creates_its_settings_and_is_audited(
     assert LogEntry.objects.get().change_message == "Pause queue"
     client.get(reverse(QUEUES))
     response = client.post(reverse("admin:backwave_django_queuesettings_resume", args=["mail"]))
-    assert flashed(response) == ["1 resumed."]
+    assert flashed(response) == ["Resumed (1): mail."]
     assert not QueueSettings.objects.get(queue="mail").paused
 
 
-def test_bulk_pause_and_resume_count_the_queues(client, login, queues):
+def test_bulk_pause_and_resume_name_the_queues(client, login, queues):
     login("pause_queuesettings")
     bulk = reverse("admin:backwave_django_queuesettings_bulk")
     response = client.post(bulk, {"action": "pause", "queue": ["mail", "billing", "mail"]})
-    assert flashed(response) == ["2 paused."]
+    assert flashed(response) == ["Paused (2): mail, billing."]
     assert set(QueueSettings.objects.values_list("queue", "paused")) == {("mail", True), ("billing", True)}
     assert OperatorAudit.objects.count() == 2
     client.get(reverse(QUEUES))
     response = client.post(bulk, {"action": "resume", "queue": ["billing"]})
-    assert flashed(response) == ["1 resumed."]
+    assert flashed(response) == ["Resumed (1): billing."]
     client.get(reverse(QUEUES))
     assert flashed(client.post(bulk, {"action": "resume"})) == [
         "No queues were selected; nothing was changed."
@@ -126,7 +131,7 @@ def test_bulk_pause_and_resume_count_the_queues(client, login, queues):
     ("posted", "stored", "message"),
     [
         ("5", 5, "Queue “mail” now has a limit of 5."),
-        ("0", 0, "Queue “mail” now has a limit of 0."),
+        ("0", 0, "Queue “mail” now has a limit of 0: it is blocked, nothing is claimed from it."),
         ("", None, "Queue “mail” now has no limit."),
     ],
 )

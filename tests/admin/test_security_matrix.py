@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.apps import apps
@@ -422,6 +423,28 @@ def _posts(world: World) -> list[Post]:
             f"{base}/queuesettings/bulk/",
             {"action": "pause", "queue": [queue]},
         ),
+        # Actions over a whole filter: the filter in the URL, the confirmation in the body.
+        Post(
+            "requeue-all",
+            "requeue_jobrecord",
+            f"{base}/jobrecord/all/requeue/?state__exact=5",
+            {"confirm": "yes", "through": str(world.dead.pk)},
+            view="view_jobrecord",
+        ),
+        Post(
+            "retry-now-all",
+            "requeue_jobrecord",
+            f"{base}/jobrecord/all/retry-now/?retrying=1",
+            {"confirm": "yes", "through": str(world.waiting.pk)},
+            view="view_jobrecord",
+        ),
+        Post(
+            "cancel-all",
+            "cancel_jobrecord",
+            f"{base}/jobrecord/all/cancel/?{urlencode({'q': str(world.pending.job_id)})}",
+            {"confirm": "yes", "through": str(world.pending.pk)},
+            view="view_jobrecord",
+        ),
     ]
 
 
@@ -438,6 +461,9 @@ POST_IDS = [
     "resume-button",
     "limit-button",
     "bulk-pause",
+    "requeue-all",
+    "retry-now-all",
+    "cancel-all",
 ]
 
 

@@ -38,10 +38,10 @@ def test_console_pages_have_breadcrumbs_styled_like_djangos_own(operator_page, u
 def test_the_list_copy_button_draws_its_icon(operator_page) -> None:
     jobs.echo.enqueue("copy me")
     operator_page.goto(JOBS)
-    icon = operator_page.locator("td.field-short_id button.bw-copy svg").first
+    icon = operator_page.locator("td.field-job button.bw-copy svg").first
     box = icon.bounding_box()
     assert box is not None
     assert box["width"] >= 10
     assert box["height"] >= 10
-    button = operator_page.locator("td.field-short_id button.bw-copy").first
+    button = operator_page.locator("td.field-job button.bw-copy").first
     assert button.get_attribute("aria-label") == "Copy the job id"

@@ -76,8 +76,8 @@ def result_row(page: Page, job: JobRecord) -> Locator:
 
 
 def job_link(row: Locator, job: JobRecord) -> Locator:
-    """The row's link to the job's detail page, labelled with the start of its job id."""
-    return row.get_by_role("link", name=str(job.job_id)[:8])
+    """The row's link to the job's detail page (its wire name)."""
+    return row.locator("a.bw-job-link")
 
 
 def test_dead_lettered_jobs_are_requeued_from_the_failures_view(operator_page: Page) -> None:
@@ -87,15 +87,20 @@ def test_dead_lettered_jobs_are_requeued_from_the_failures_view(operator_page: P
     page.goto(JOBS)
     page.get_by_test_id("bw-failures-dead-lettered").click()
     expect(page.get_by_test_id("bw-failures-dead-lettered")).to_have_attribute("aria-current", "page")
-    expect(page.locator("#result_list tbody tr")).to_have_count(2)
-    expect(result_row(page, by_action)).to_contain_text("gateway timeout")
+    expect(page.locator("#result_list tbody tr.bw-has-detail")).to_have_count(2)
+    # The cause is the line under the job's row.
+    expect(result_row(page, by_action).locator("xpath=following-sibling::tr[1]")).to_contain_text(
+        "gateway timeout"
+    )
 
     # The bulk action, from the Dead-Lettered tab.
     result_row(page, by_action).locator("input.action-select").check()
     page.select_option("select[name=action]", "requeue_selected_jobs")
     page.click("button[name=index]")
-    expect(page.locator("ul.messagelist")).to_contain_text("1 requeued.")
-    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        f"Requeued (1): test.always-fails …{by_action.job_id.hex[-8:]}."
+    )
+    expect(page.locator("#result_list tbody tr.bw-has-detail")).to_have_count(1)
     page.get_by_test_id("bw-failures-all").click()
     expect(result_row(page, by_action).locator(".bw-badge")).to_have_attribute("data-state", "Scheduled")
 
@@ -104,7 +109,7 @@ def test_dead_lettered_jobs_are_requeued_from_the_failures_view(operator_page: P
     job_link(result_row(page, by_button), by_button).click()
     expect(state_badge(page)).to_have_attribute("data-state", "DeadLettered")
     page.get_by_test_id("bw-requeue").click()
-    expect(page.locator("ul.messagelist")).to_contain_text("1 requeued.")
+    expect(page.locator("ul.messagelist")).to_contain_text("Requeued (1): test.always-fails")
     expect(state_badge(page)).to_have_attribute("data-state", "Scheduled")
     expect(page.get_by_test_id("bw-requeue")).to_have_count(0)
 
@@ -128,9 +133,12 @@ def test_a_running_job_cancelled_from_its_detail_page_is_recorded_cancelled_by_t
     record = JobRecord.objects.get(job_id=job_id)
     page.goto(f"{JOBS}{record.pk}/change/")
     expect(state_badge(page)).to_have_attribute("data-state", "Leased")
-    page.once("dialog", lambda dialog: dialog.accept())  # should the button ever ask to confirm
     page.get_by_test_id("bw-cancel").click()
-    expect(page.locator("ul.messagelist")).to_contain_text("1 cancellation requested.")
+    # A running job: a page asks first, naming the worker running it.
+    expect(page.get_by_test_id("bw-confirm-cancel-running")).to_contain_text("is running now")
+    expect(page.get_by_test_id("bw-confirm-items")).to_contain_text(str(record.lease_owner))
+    page.get_by_test_id("bw-confirm").click()
+    expect(page.locator("ul.messagelist")).to_contain_text("Cancellation requested (1): test.sleep")
 
     # The worker sees the request at its next heartbeat (0.5 s here) and records Cancelled.
     deadline = time.monotonic() + 20

@@ -82,20 +82,23 @@ def test_the_retrying_view_and_a_jobs_progress(operator_page: Page) -> None:
     page.goto(JOBS)
     page.get_by_test_id("bw-retrying").click()
     expect(page.get_by_test_id("bw-retrying")).to_have_attribute("aria-current", "page")
-    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    expect(page.locator("#result_list tbody tr.bw-has-detail")).to_have_count(2)
     row = result_row(page, by_action)
-    expect(row.locator("td.field-retry_attempt")).to_have_text("1 of 3")
-    expect(row.locator("td.field-last_failure")).to_contain_text("ValueError: gateway timeout")
-    expect(row.locator("td.field-next_try")).to_contain_text("in ")
+    expect(row.locator("td.field-retry_attempt .bw-nowrap")).to_have_text("1 of 3")
+    # The last failure is the line under the job's row.
+    last_failure = row.locator("xpath=following-sibling::tr[1]")
+    expect(last_failure).to_have_class("bw-detail-row")
+    expect(last_failure).to_contain_text("ValueError: gateway timeout")
+    expect(row.locator("td.field-next_try")).to_contain_text("due in ")
     assert_drawn(row.locator("progress.bw-progress-bar"))
-    expect(row.locator("td.field-progress_column")).to_contain_text("45 / 60 (75%)")
+    expect(row.locator("td.field-retry_attempt")).to_contain_text("45 / 60 (75%)")
     expect(row).not_to_contain_text("invoices for March")  # the note is never in the list
 
     # Retry now, as a bulk action from the Retrying view.
     row.locator("input.action-select").check()
     page.select_option("select[name=action]", "retry_selected_jobs_now")
     page.click("button[name=index]")
-    expect(page.locator("ul.messagelist")).to_contain_text("1 retried now.")
+    expect(page.locator("ul.messagelist")).to_contain_text("Retried now (1): test.always-fails …")
 
     # The job page: its policy, its progress bar with the note, and the Retry now button.
     page.goto(f"{JOBS}{by_button.pk}/change/")
@@ -107,7 +110,9 @@ def test_the_retrying_view_and_a_jobs_progress(operator_page: Page) -> None:
     expect(page.locator(".field-backoff_policy")).to_contain_text("3600 s")
     expect(page.locator(".field-timeout_policy")).to_contain_text("none")
     page.get_by_test_id("bw-retry-now").click()
-    expect(page.locator("ul.messagelist")).to_contain_text("1 retried now.")
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        f"Retried now (1): test.always-fails …{by_button.job_id.hex[-8:]}."
+    )
 
     for job in (by_action, by_button):
         assert JobRecord.objects.get(pk=job.pk).due_time <= timezone.now()
