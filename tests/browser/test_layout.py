@@ -212,6 +212,8 @@ def _pages(demo: dict[str, Any]) -> list[tuple[str, str]]:
         ("schedule page", f"{ADMIN}/recurringschedule/{demo['schedule'].pk}/change/"),
         ("workers", f"{ADMIN}/workernode/"),
         ("audit", f"{ADMIN}/operatoraudit/"),
+        ("observers", f"{ADMIN}/observer/"),
+        ("observer dead letters", f"{ADMIN}/observerdeadletter/"),
     ]
 
 
