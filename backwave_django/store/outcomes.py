@@ -214,9 +214,14 @@ PARENTS_WITH_CHILDREN = f"SELECT DISTINCT parent_id FROM {EDGES} WHERE parent_id
 #: The pipelined batch's check for waiting children: the reported jobs that this transaction (top
 #: level, no savepoints) just ended, and that are parents. A statement of its own, after the
 #: report statement, for the reason given at :data:`PARENTS_WITH_CHILDREN`.
+#: The reported rows are read first, by id (materialized): with the state condition beside the ids
+#: the planner would walk the terminal jobs' partial index instead, reading every retained one.
 ENDED_WITH_CHILDREN = f"""
-SELECT 1 FROM {JOBS} AS j
-WHERE j.job_id = ANY(%(ids)s) AND j.state IN {TERMINAL} AND j.xmin = pg_current_xact_id_if_assigned()::xid
+WITH reported AS MATERIALIZED (
+    SELECT sequence, state, xmin FROM {JOBS} WHERE job_id = ANY(%(ids)s)
+)
+SELECT 1 FROM reported AS j
+WHERE j.state IN {TERMINAL} AND j.xmin = pg_current_xact_id_if_assigned()::xid
   AND EXISTS (SELECT 1 FROM {EDGES} AS d WHERE d.parent_id = j.sequence)
 LIMIT 1
 """
