@@ -42,8 +42,11 @@ if TYPE_CHECKING:
         RetryNowResult as RetryNowResult,
         TerminalStateClass as TerminalStateClass,
         TriggerScheduleResult as TriggerScheduleResult,
+        WorkflowEnqueueResult as WorkflowEnqueueResult,
+        WorkflowStatus as WorkflowStatus,
     )
     from .core.unique import Unique as Unique
+    from .core.workflows import WorkflowDefinition as WorkflowDefinition
     from .exceptions import (
         Discard as Discard,
         EnqueueError as EnqueueError,
@@ -73,6 +76,8 @@ _EXPORTS: dict[str, str] = {
             "RetryNowResult",
             "OutcomeResult",
             "TriggerScheduleResult",
+            "WorkflowEnqueueResult",
+            "WorkflowStatus",
         ],
         "backwave_django.core.states",
     ),
@@ -93,7 +98,8 @@ _EXPORTS: dict[str, str] = {
     ),
     "RetryPolicy": "backwave_django.core.retry",
     **dict.fromkeys(
-        ["EnqueueError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"], "backwave_django.exceptions"
+        ["EnqueueError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"],
+        "backwave_django.exceptions",
     ),
     "job": "backwave_django.registry",
     "JobDefinition": "backwave_django.registry",
@@ -106,6 +112,7 @@ _EXPORTS: dict[str, str] = {
     "aenqueue_many": "backwave_django.client",
     "Unique": "backwave_django.core.unique",
     **dict.fromkeys(["JobSnapshot", "get_job", "wait_for", "await_job"], "backwave_django.results"),
+    "WorkflowDefinition": "backwave_django.core.workflows",
 }
 _MODULES = frozenset({"store", "operator"})
 
