@@ -8,7 +8,8 @@ back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations; in each, a PostgreSQL statement sits beside the portable
 ORM path it must stay equivalent to (the same tests run against both): ``enqueueing``, ``claims``,
-``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules`` and ``housekeeping``.
+``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``, ``workflows`` and
+``housekeeping``.
 ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
 of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 """
@@ -30,6 +31,7 @@ from .schedules import (
     trigger_schedule,
     upsert_schedule,
 )
+from .workflows import enqueue_workflow, list_workflows, workflow_graph, workflow_status
 
 __all__ = [
     "CANCEL_CHANNEL",
@@ -41,9 +43,11 @@ __all__ = [
     "enqueue",
     "enqueue_batch",
     "enqueue_many",
+    "enqueue_workflow",
     "expire_leases",
     "heartbeat",
     "job_output",
+    "list_workflows",
     "mint_due",
     "missing_jobs",
     "pause_queue",
@@ -65,4 +69,6 @@ __all__ = [
     "trigger_schedule",
     "unregister_worker",
     "upsert_schedule",
+    "workflow_graph",
+    "workflow_status",
 ]
