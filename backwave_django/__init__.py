@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         JobTimeout as JobTimeout,
         OutputTooLarge as OutputTooLarge,
         Snooze as Snooze,
+        WorkflowError as WorkflowError,
     )
     from .registry import JobDefinition as JobDefinition, job as job
     from .results import (
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         get_job as get_job,
         wait_for as wait_for,
     )
+    from .workflows import WorkflowReceipt as WorkflowReceipt, workflow as workflow
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
@@ -98,7 +100,7 @@ _EXPORTS: dict[str, str] = {
     ),
     "RetryPolicy": "backwave_django.core.retry",
     **dict.fromkeys(
-        ["EnqueueError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"],
+        ["EnqueueError", "WorkflowError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"],
         "backwave_django.exceptions",
     ),
     "job": "backwave_django.registry",
@@ -113,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "Unique": "backwave_django.core.unique",
     **dict.fromkeys(["JobSnapshot", "get_job", "wait_for", "await_job"], "backwave_django.results"),
     "WorkflowDefinition": "backwave_django.core.workflows",
+    **dict.fromkeys(["workflow", "WorkflowReceipt"], "backwave_django.workflows"),
 }
 _MODULES = frozenset({"store", "operator"})
 
