@@ -12,7 +12,8 @@ detail are shown only with ``view_sensitive_jobrecord``, and never while
 The modules: :mod:`.console` is the kit every page shares (permissions, badges, formatting, base
 admins, the operator-button gate) and imports no page; :mod:`.job_list` is the job list's
 paginator and filters; one module per page (:mod:`.jobs`, :mod:`.queues`, :mod:`.schedules`,
-:mod:`.workers`, :mod:`.audit`, :mod:`.dashboard`) imports those two and never another page.
+:mod:`.workers`, :mod:`.audit`, :mod:`.dashboard`, :mod:`.workflows`, the last with its graph layout
+in :mod:`.workflow_graph`) imports those two and never another page.
 Registering happens here, and only here, when Django's admin autodiscovery imports this package.
 """
 
@@ -27,6 +28,7 @@ from ..models import (
     QueueSettings,
     RecurringSchedule,
     WorkerNode,
+    Workflow,
 )
 from .audit import OperatorAuditAdmin
 from .dashboard import DashboardAdmin
@@ -34,6 +36,7 @@ from .jobs import JobRecordAdmin
 from .queues import QueueSettingsAdmin
 from .schedules import RecurringScheduleAdmin
 from .workers import WorkerNodeAdmin
+from .workflows import WorkflowAdmin
 
 admin.site.register(JobRecord, JobRecordAdmin)
 admin.site.register(QueueSettings, QueueSettingsAdmin)
@@ -41,3 +44,4 @@ admin.site.register(RecurringSchedule, RecurringScheduleAdmin)
 admin.site.register(WorkerNode, WorkerNodeAdmin)
 admin.site.register(OperatorAudit, OperatorAuditAdmin)
 admin.site.register(Dashboard, DashboardAdmin)
+admin.site.register(Workflow, WorkflowAdmin)

@@ -16,6 +16,7 @@ import functools
 import json
 import math
 import re
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +30,13 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from ..conf import env_flag, get_settings
 from ..core.encoding import json_size
 from ..core.states import JobState
-from ..models import JobRecord
+from ..models import JobRecord, Workflow
 from ..store.leases import LEASE_EXPIRED_CAUSE
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
@@ -347,6 +349,22 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
         bar,
         progress.text,
         extra,
+    )
+
+
+def workflow_link(workflow_id: uuid.UUID | None) -> str:
+    """A job's workflow: a link to the workflow's page, by name; "—" for a job outside workflows."""
+    if workflow_id is None:
+        return "—"
+    row = Workflow.objects.filter(workflow_id=workflow_id).values_list("pk", "name").first()
+    if row is None:
+        return format_html("<code>{}</code> (workflow no longer stored)", workflow_id)
+    url = reverse("admin:backwave_django_workflow_change", args=[row[0]])
+    return format_html(
+        '<a href="{}" data-testid="bw-workflow-link">{}</a> <code class="bw-quiet">{}</code>',
+        url,
+        row[1] or "(unnamed workflow)",
+        workflow_id,
     )
 
 

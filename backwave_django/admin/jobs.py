@@ -48,6 +48,7 @@ from .console import (
     result_message,
     seconds_text,
     tag_pills,
+    workflow_link,
 )
 from .job_actions import (
     CANCEL_LABELS,
@@ -114,6 +115,7 @@ JOB_FACTS = (
     "parents_remaining",
     "mode",
     "minted_by",
+    "workflow",
     "tag_list",
     "sequence",
 )
@@ -409,6 +411,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
             return format_html("{} (schedule removed)", job.schedule_id)
         url = reverse("admin:backwave_django_recurringschedule_change", args=[pk])
         return format_html('<a href="{}">{}</a>', url, job.schedule_id)
+
+    @admin.display(description="workflow")
+    def workflow(self, job: JobRecord) -> str:
+        return workflow_link(job.workflow_id)
 
     @admin.display(description="payload")
     def payload_view(self, job: JobRecord) -> str:
