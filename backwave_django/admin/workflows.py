@@ -2,7 +2,8 @@
 draws its members' graph as an inline SVG, layered by topological depth, each member linking to
 its job page (``docs/workflows.md``, "The console").
 
-Read-only, and viewing needs ``backwave_django.view_workflow``. The list never counts the members
+Read-only; viewing needs ``backwave_django.view_workflow`` (or ``change_workflow``, which allows
+viewing as everywhere in Django, though nothing here can be changed). The list never counts the members
 of every workflow: the page of workflows is read first, then their members' states in one grouped
 query (``store.workflows.member_counts``, on ``backwave_job_workflow``).
 """
@@ -40,7 +41,6 @@ from .workflow_graph import Member, layout
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
 
-VIEW_WORKFLOW_PERMISSION = "backwave_django.view_workflow"
 #: A status's badge colour, from the state tones: running is Leased blue, failed Dead-Lettered red.
 STATUS_TONES = {
     WorkflowStatus.RUNNING: STATE_TONES[JobState.LEASED],
@@ -103,9 +103,6 @@ class WorkflowAdmin(ReadOnlyAdmin):
     search_fields = ("name",)
     search_help_text = "A workflow id (exact), or part of a name."
     readonly_fields = WORKFLOW_FACTS
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm(VIEW_WORKFLOW_PERMISSION)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
         return [(None, {"fields": WORKFLOW_FACTS})]

@@ -498,3 +498,40 @@ def test_the_listing_counts_members_by_state():
     assert summary.workflow_id == workflow_id
     assert summary.counts == {JobState.SUCCEEDED: 2}
     assert summary.status is WorkflowStatus.SUCCEEDED
+
+
+# --- Concurrency (real sessions) ------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_creates_of_one_workflow_store_it_once():
+    import threading
+
+    from django.db import connection
+
+    workflow_id = uuid.uuid4()
+    barrier = threading.Barrier(4)
+    results: list[WorkflowEnqueueResult] = []
+    errors: list[BaseException] = []
+
+    def create_it(index: int) -> None:
+        try:
+            barrier.wait(30)
+            wf = definition(new_job(queue=f"race-{index}"), workflow_id=workflow_id, name=f"try {index}")
+            results.append(store.enqueue_workflow(wf, now=T0))
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create_it, args=(i,), daemon=True) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert sorted(r.value for r in results) == sorted(["Ok"] + ["DuplicateWorkflow"] * 3)
+    assert Workflow.objects.count() == 1
+    assert JobRecord.objects.count() == 1
+    assert JobRecord.objects.get().workflow_id == workflow_id
