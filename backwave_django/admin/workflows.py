@@ -135,7 +135,6 @@ class WorkflowAdmin(ReadOnlyAdmin):
         for row in rows:
             row.bw_counts = counts[row.workflow_id]
             row.bw_jobs_url = f"{jobs_url}?{urlencode({'workflow_id': row.workflow_id})}"
-        changelist.bw_now = timezone.now()  # type: ignore[attr-defined]
         return changelist
 
     # --- List columns (rows carry ``bw_counts`` and ``bw_jobs_url``) ------------------------------

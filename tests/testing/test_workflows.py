@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from backwave_django import WorkflowStatus, store, workflow
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from backwave_django import JobContext, JobDefinition, WorkflowStatus, job, store, workflow
+from backwave_django.registry import unregister
 from backwave_django.testing import BackWaveHarness
 from tests.jobsapp import jobs
 
@@ -28,3 +34,34 @@ def test_a_failing_member_fails_the_workflow_and_cancels_what_waits(backwave: Ba
     backwave.drain()
     assert backwave.job(waiting.job_id).state.name == "CANCELLED"
     assert store.workflow_status(wf.workflow_id) is WorkflowStatus.FAILED
+
+
+@pytest.fixture
+def grower() -> Iterator[JobDefinition[..., int]]:
+    """A job that appends one page job per page to its own workflow, each waiting for it."""
+
+    def grow(ctx: JobContext, workflow_id: str, pages: int) -> int:
+        with workflow(workflow_id=uuid.UUID(workflow_id), append=True) as more:
+            for page in range(pages):
+                more.add(jobs.echo.prepare(f"page {page}"), after=[ctx.job_id])
+        return pages
+
+    definition = job("test.workflow-grower", takes_context=True)(grow)
+    yield definition
+    unregister("test.workflow-grower")
+
+
+def test_a_member_appends_to_its_own_workflow_while_it_runs(
+    backwave: BackWaveHarness, grower: JobDefinition[..., int]
+) -> None:
+    wf = workflow(name="crawl")
+    first = wf.add(grower.prepare(str(wf.workflow_id), 3))
+    wf.enqueue()
+    assert backwave.run_until_idle().succeeded == 4
+    graph = store.workflow_graph(wf.workflow_id)
+    assert graph is not None
+    assert len(graph.members) == 4
+    assert graph.members[0] == first.job_id
+    assert {parent for parent, _ in graph.edges} == {first.job_id}
+    assert len(graph.edges) == 3
+    assert store.workflow_status(wf.workflow_id) is WorkflowStatus.SUCCEEDED
