@@ -27,8 +27,8 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
     A workflow is retained as a unit (docs/workflows.md): its members are eligible only once every
     member is terminal and the last ended at or before ``terminal_before`` (the retention window
     starts when the workflow drained). The workflow's row and structural edges go with its last
-    member. For jobs outside workflows the check is one anti-join on ``backwave_job_workflow``
-    with a null key, which finds nothing without reading the index.
+    member. For jobs outside workflows the check is a probe of ``backwave_job_workflow`` with a
+    null key, which matches nothing (PostgreSQL answers it without reading the index).
     """
     if not isinstance(state_class, TerminalStateClass):
         raise ValueError(
