@@ -447,7 +447,7 @@ WORKFLOW_ROWS = [
     ),
     Row(
         "workflow-member-not-a-newjob",
-        lambda w: WorkflowDefinition(workflow_id=uuid.uuid4(), members=[{}]),  # type: ignore[list-item]
+        lambda w: WorkflowDefinition(workflow_id=uuid.uuid4(), members=[{}]),  # type: ignore[arg-type]
         TypeError,
         r"members\[0\] must be a NewJob, got dict",
     ),
