@@ -46,14 +46,18 @@ if TYPE_CHECKING:
         RetryNowResult as RetryNowResult,
         TerminalStateClass as TerminalStateClass,
         TriggerScheduleResult as TriggerScheduleResult,
+        WorkflowEnqueueResult as WorkflowEnqueueResult,
+        WorkflowStatus as WorkflowStatus,
     )
     from .core.unique import Unique as Unique
+    from .core.workflows import WorkflowDefinition as WorkflowDefinition
     from .exceptions import (
         Discard as Discard,
         EnqueueError as EnqueueError,
         JobTimeout as JobTimeout,
         OutputTooLarge as OutputTooLarge,
         Snooze as Snooze,
+        WorkflowError as WorkflowError,
     )
     from .observers import observer as observer
     from .registry import JobDefinition as JobDefinition, job as job
@@ -63,6 +67,7 @@ if TYPE_CHECKING:
         get_job as get_job,
         wait_for as wait_for,
     )
+    from .workflows import WorkflowReceipt as WorkflowReceipt, workflow as workflow
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
@@ -78,6 +83,8 @@ _EXPORTS: dict[str, str] = {
             "RetryNowResult",
             "OutcomeResult",
             "TriggerScheduleResult",
+            "WorkflowEnqueueResult",
+            "WorkflowStatus",
         ],
         "backwave_django.core.states",
     ),
@@ -98,7 +105,8 @@ _EXPORTS: dict[str, str] = {
     ),
     "RetryPolicy": "backwave_django.core.retry",
     **dict.fromkeys(
-        ["EnqueueError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"], "backwave_django.exceptions"
+        ["EnqueueError", "WorkflowError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"],
+        "backwave_django.exceptions",
     ),
     "job": "backwave_django.registry",
     "JobDefinition": "backwave_django.registry",
@@ -114,6 +122,8 @@ _EXPORTS: dict[str, str] = {
     "ObserverDisposition": "backwave_django.core.observing",
     "observer": "backwave_django.observers",
     **dict.fromkeys(["JobSnapshot", "get_job", "wait_for", "await_job"], "backwave_django.results"),
+    "WorkflowDefinition": "backwave_django.core.workflows",
+    **dict.fromkeys(["workflow", "WorkflowReceipt"], "backwave_django.workflows"),
 }
 _MODULES = frozenset({"store", "operator"})
 

@@ -189,13 +189,13 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
         entries = store.enqueue_batch(batch, now=now, raise_refusals=True)
         receipts += [EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result) for entry in entries]
         if signals.job_enqueued.has_listeners():
-            _announce(
+            announce_enqueued(
                 [item for item, e in zip(jobs[start:], entries, strict=False) if e.result is EnqueueResult.OK]
             )
     return receipts
 
 
-def _announce(enqueued: list[PreparedJob]) -> None:
+def announce_enqueued(enqueued: Sequence[PreparedJob]) -> None:
     """Send ``job_enqueued`` for each stored job once the caller's transaction commits."""
 
     def send() -> None:

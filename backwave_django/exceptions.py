@@ -5,13 +5,21 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from .core.states import EnqueueResult
+from .core.states import EnqueueResult, WorkflowEnqueueResult
 
 
 class EnqueueError(Exception):
     """An enqueue the store refused; ``result`` says which rule it broke."""
 
     def __init__(self, result: EnqueueResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class WorkflowError(Exception):
+    """A workflow the store refused (nothing of it was stored); ``result`` says which rule it broke."""
+
+    def __init__(self, result: WorkflowEnqueueResult, message: str) -> None:
         super().__init__(message)
         self.result = result
 
@@ -73,6 +81,6 @@ class JobTimeout(BaseException):
 
 
 # Public under the package's own name, so recorded failure details read ``backwave_django.JobTimeout``.
-for _public in (EnqueueError, OutputTooLarge, Snooze, Discard, JobTimeout):
+for _public in (EnqueueError, WorkflowError, OutputTooLarge, Snooze, Discard, JobTimeout):
     _public.__module__ = "backwave_django"
 del _public

@@ -1,7 +1,8 @@
 """Django signals for jobs, sent in-process by the process that caused the event.
 
 * ``job_enqueued(sender=JobDefinition, job_id=…, wire_name=…, queue=…)``: after the enqueue's
-  transaction commits (at once outside one), by the process that enqueued it; not for duplicates.
+  transaction commits (at once outside one), by the process that enqueued it (a workflow's
+  members too); not for duplicates.
 * ``job_started(sender=Worker, job_id=…, wire_name=…, queue=…, attempt=…)``: by the worker, as it
   hands a claimed job to its handler.
 * ``job_finished(sender=Worker, job_id=…, wire_name=…, queue=…, attempt=…, state=JobState)``: by

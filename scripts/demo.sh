@@ -25,7 +25,7 @@ venv=${BACKWAVE_VENV:-.venv}
 [[ $venv == /* ]] || venv="$root/$venv"
 python="$venv/bin/python"
 port=${PORT:-8000}
-queues=billing,emails,integrations,reports,maintenance,exports,default
+queues=billing,emails,integrations,reports,catalogue,maintenance,exports,default
 # Long enough for short jobs to finish; the long index rebuild is released instead and retried
 # by the next run.
 shutdown_timeout=5

@@ -55,7 +55,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 USERNAME = "admin"
 #: Every queue the demo uses, as scripts/demo.sh serves them.
-QUEUES = "billing,emails,integrations,reports,maintenance,exports,default"
+QUEUES = "billing,emails,integrations,reports,catalogue,maintenance,exports,default"
 #: Images bigger than this are reported: they bloat the repository and the docs.
 MAX_BYTES = 400_000
 TIMEOUT_MS = 30_000

@@ -34,11 +34,16 @@ from backwave_django import (
     Success,
     TerminalStateClass,
     TriggerScheduleResult,
+    Unique,
+    WorkflowDefinition,
+    WorkflowError,
     enqueue_many,
     job,
     operator,
     store,
+    workflow,
 )
+from backwave_django.core.workflows import WorkflowCycleError
 from backwave_django.registry import unregister
 from tests.jobsapp import jobs
 from tests.worker.conftest import Workers
@@ -412,12 +417,61 @@ SCHEDULE_ROWS = [
 ]
 
 
+def _cycle() -> Any:
+    a, b = uuid.UUID(int=0xA), uuid.UUID(int=0xB)
+    members = (new_job(job_id=a, parents=[b]), new_job(job_id=b, parents=[a]))
+    return store.enqueue_workflow(WorkflowDefinition(workflow_id=uuid.uuid4(), members=members), now=T0)
+
+
+def _leaky_workflow(outside: uuid.UUID) -> Any:
+    wf = workflow(name="leaky")
+    wf.add(jobs.echo.using(parents=[outside]).prepare())
+    return wf.enqueue()
+
+
+WORKFLOW_ROWS = [
+    Row(
+        "workflow-parent-outside",
+        lambda w: _leaky_workflow(w.pending),
+        WorkflowError,
+        r"workflow 'leaky': job 'test\.echo' \(.*\) names parent\(s\) outside the workflow: "
+        r"[0-9a-f-]{36}; a member's parents must be members too",
+    ),
+    Row("workflow-empty", lambda w: workflow(name="empty").enqueue(), WorkflowError, r"workflow 'empty' has no jobs"),
+    Row(
+        "workflow-cycle",
+        lambda w: _cycle(),
+        WorkflowCycleError,
+        r"workflow members form a dependency cycle, so none of them could ever run: 'send-invoice' "
+        r"\(00000000-0000-0000-0000-00000000000[ab]\) → ",
+    ),
+    Row(
+        "workflow-member-not-a-newjob",
+        lambda w: WorkflowDefinition(workflow_id=uuid.uuid4(), members=[{}]),  # type: ignore[arg-type]
+        TypeError,
+        r"members\[0\] must be a NewJob, got dict",
+    ),
+    Row(
+        "workflow-unique-member",
+        lambda w: workflow().add(jobs.echo.using(unique=Unique()).prepare()),
+        ValueError,
+        r"job 'test\.echo' is a unique job; a workflow member cannot be one",
+    ),
+    Row(
+        "workflow-append-without-id",
+        lambda w: workflow(append=True),
+        ValueError,
+        r"append=True needs the workflow_id of the workflow to add jobs to",
+    ),
+]
+
+
 def _renewed(job_id: uuid.UUID) -> list[bool]:
     beats = store.heartbeat(worker_id=WORKER, job_ids=[job_id], lease_duration=LEASE, now=T0)
     return [beat.renewed for beat in beats]
 
 
-ALL_ROWS = CLIENT_ROWS + STORE_ROWS + OPERATOR_ROWS + SCHEDULE_ROWS
+ALL_ROWS = CLIENT_ROWS + STORE_ROWS + OPERATOR_ROWS + SCHEDULE_ROWS + WORKFLOW_ROWS
 
 
 @pytest.mark.parametrize("bad", ALL_ROWS, ids=[r.id for r in ALL_ROWS])

@@ -125,3 +125,22 @@ def test_a_failing_signal_receiver_is_logged_and_the_enqueue_stands(caplog):
     assert receipt.job_id
     assert "A job_enqueued receiver" in caplog.text
     assert "receiver bug" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_job_enqueued_is_sent_for_each_member_of_a_workflow():
+    from backwave_django import workflow
+
+    sent: list[Any] = []
+
+    def receive(sender: Any, **named: Any) -> None:
+        sent.append(named["job_id"])
+
+    signals.job_enqueued.connect(receive)
+    try:
+        with workflow("signalled") as wf:
+            first = wf.add(jobs.echo.prepare("a"))
+            second = wf.add(jobs.echo.prepare("b"), after=[first])
+    finally:
+        signals.job_enqueued.disconnect(receive)
+    assert sent == [first.job_id, second.job_id]

@@ -14,8 +14,9 @@ operator-button gate) and :mod:`.display` (instants, short ids, badges, JSON, ta
 every page shares and import no page; :mod:`.job_list` is the job list's paginator, filters and
 cells, :mod:`.job_actions` its actions on selected jobs and their confirmations, :mod:`.job_bulk`
 its actions over a whole filter; one module per page (:mod:`.jobs`, :mod:`.queues`,
-:mod:`.schedules`, :mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`) imports
-those and never another page.
+:mod:`.schedules`, :mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`,
+:mod:`.workflows`, the last with its graph layout in :mod:`.workflow_graph`) imports those and never
+another page.
 Registering happens here, and only here, when Django's admin autodiscovery imports this package.
 """
 
@@ -32,6 +33,7 @@ from ..models import (
     QueueSettings,
     RecurringSchedule,
     WorkerNode,
+    Workflow,
 )
 from .audit import OperatorAuditAdmin
 from .dashboard import DashboardAdmin
@@ -40,6 +42,7 @@ from .observers import ObserverAdmin, ObserverDeadLetterAdmin
 from .queues import QueueSettingsAdmin
 from .schedules import RecurringScheduleAdmin
 from .workers import WorkerNodeAdmin
+from .workflows import WorkflowAdmin
 
 admin.site.register(JobRecord, JobRecordAdmin)
 admin.site.register(QueueSettings, QueueSettingsAdmin)
@@ -49,3 +52,4 @@ admin.site.register(OperatorAudit, OperatorAuditAdmin)
 admin.site.register(Observer, ObserverAdmin)
 admin.site.register(ObserverDeadLetter, ObserverDeadLetterAdmin)
 admin.site.register(Dashboard, DashboardAdmin)
+admin.site.register(Workflow, WorkflowAdmin)

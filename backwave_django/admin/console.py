@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,12 +27,13 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..conf import env_flag, get_settings
 from ..core.states import JobState
-from ..models import JobRecord
+from ..models import JobRecord, Workflow
 from ..store.leases import LEASE_EXPIRED_CAUSE
 from .display import format_instant, timestamp
 
@@ -283,6 +285,22 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
         bar,
         progress.text,
         extra,
+    )
+
+
+def workflow_link(workflow_id: uuid.UUID | None) -> str:
+    """A job's workflow: a link to the workflow's page, by name; "—" for a job outside workflows."""
+    if workflow_id is None:
+        return "—"
+    row = Workflow.objects.filter(workflow_id=workflow_id).values_list("pk", "name").first()
+    if row is None:
+        return format_html("<code>{}</code> (workflow no longer stored)", workflow_id)
+    url = reverse("admin:backwave_django_workflow_change", args=[row[0]])
+    return format_html(
+        '<a href="{}" data-testid="bw-workflow-link">{}</a> <code class="bw-quiet">{}</code>',
+        url,
+        row[1] or "(unnamed workflow)",
+        workflow_id,
     )
 
 

@@ -46,6 +46,7 @@ from .console import (
     refresh_interval_ms,
     result_message,
     seconds_text,
+    workflow_link,
 )
 from .display import job_state_badge, pretty_json, short_job_id, tag_pills, timestamp
 from .job_actions import (
@@ -112,6 +113,7 @@ JOB_FACTS = (
     "parents_remaining",
     "mode",
     "minted_by",
+    "workflow",
     "tag_list",
     "sequence",
 )
@@ -390,6 +392,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
             return format_html("{} (schedule removed)", job.schedule_id)
         url = reverse("admin:backwave_django_recurringschedule_change", args=[pk])
         return format_html('<a href="{}">{}</a>', url, job.schedule_id)
+
+    @admin.display(description="workflow")
+    def workflow(self, job: JobRecord) -> str:
+        return workflow_link(job.workflow_id)
 
     @admin.display(description="payload")
     def payload_view(self, job: JobRecord) -> str:

@@ -1,4 +1,4 @@
-"""Job ids: time-ordered UUIDv7 for new jobs, stable UUIDv5 for caller-chosen string keys."""
+"""Ids: time-ordered UUIDv7 for new jobs and workflows, stable UUIDv5 for caller-chosen string keys."""
 
 from __future__ import annotations
 
@@ -25,3 +25,12 @@ def uuid7() -> uuid.UUID:
 def job_id_for_key(wire_name: str, key: str) -> uuid.UUID:
     """The stable id of the job of type ``wire_name`` keyed ``key``: the same key, the same job."""
     return uuid.uuid5(JOB_KEY_NAMESPACE, f"{wire_name}\x00{key}")
+
+
+#: Namespace of the stable ids derived from string workflow keys (``workflow_id="import-2026-01-01"``).
+WORKFLOW_KEY_NAMESPACE = uuid.UUID("0c2f4e6a-57d1-4c3b-8f0e-776f726b666c")
+
+
+def workflow_id_for_key(key: str) -> uuid.UUID:
+    """The stable id of the workflow keyed ``key``: the same key, the same workflow."""
+    return uuid.uuid5(WORKFLOW_KEY_NAMESPACE, key)

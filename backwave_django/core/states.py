@@ -81,6 +81,29 @@ class EnqueueResult(enum.Enum):
     TOO_MANY_PARENTS = "TooManyParents"
 
 
+class WorkflowEnqueueResult(enum.Enum):
+    """What ``store.enqueue_workflow`` did; anything but ``OK`` wrote nothing (docs/workflows.md)."""
+
+    OK = "Ok"
+    DUPLICATE_WORKFLOW = "DuplicateWorkflow"
+    WORKFLOW_NOT_FOUND = "WorkflowNotFound"
+    DUPLICATE_MEMBER = "DuplicateMember"
+    CONTAINMENT_VIOLATION = "ContainmentViolation"
+    EMPTY_WORKFLOW = "EmptyWorkflow"
+    PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+    WIRE_NAME_TOO_LONG = "WireNameTooLong"
+    TOO_MANY_PARENTS = "TooManyParents"
+
+
+class WorkflowStatus(enum.Enum):
+    """A workflow's status: never stored, always projected from its members' states."""
+
+    RUNNING = "Running"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    SUCCEEDED = "Succeeded"
+
+
 class CancelResult(enum.Enum):
     CANCELLED_IMMEDIATELY = "CancelledImmediately"
     CANCELLATION_REQUESTED = "CancellationRequested"

@@ -8,7 +8,8 @@ back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations; in each, a PostgreSQL statement sits beside the portable
 ORM path it must stay equivalent to (the same tests run against both): ``enqueueing``, ``claims``,
-``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``, ``housekeeping`` and ``observers``.
+``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``, ``workflows``,
+``housekeeping`` and ``observers``.
 ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
 of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 """
@@ -39,6 +40,7 @@ from .schedules import (
     trigger_schedule,
     upsert_schedule,
 )
+from .workflows import enqueue_workflow, list_workflows, workflow_graph, workflow_status
 
 __all__ = [
     "CANCEL_CHANNEL",
@@ -51,9 +53,11 @@ __all__ = [
     "enqueue",
     "enqueue_batch",
     "enqueue_many",
+    "enqueue_workflow",
     "expire_leases",
     "heartbeat",
     "job_output",
+    "list_workflows",
     "mint_due",
     "missing_jobs",
     "observer_cursor",
@@ -81,4 +85,6 @@ __all__ = [
     "trigger_schedule",
     "unregister_worker",
     "upsert_schedule",
+    "workflow_graph",
+    "workflow_status",
 ]

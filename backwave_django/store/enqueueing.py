@@ -178,6 +178,7 @@ def _insert_many(
     settings: BackWaveSettings,
     using: str,
     raise_refusals: bool,
+    workflow_id: uuid.UUID | None = None,
 ) -> list[Enqueued]:
     candidates = [j for j, r in zip(jobs, results, strict=True) if r is None]
     records = JobRecord.objects.using(using)
@@ -229,6 +230,7 @@ def _insert_many(
             next_ordinal=1,
             priority=new_job.priority,
             unique_key=None if unique is None else unique.key,
+            workflow_id=workflow_id,
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from ..conf import get_settings
-from ..core.states import TerminalStateClass
+from ..core.states import LIVE_STATES, TerminalStateClass
 from ..core.validation import require_aware, require_count, require_worker_id
 from ..database import jobs_database
 from ..models import JobDependency, JobRecord, JobTag, JobTransition, WorkerNode
 from ._tx import atomic_retrying
+from .workflows import drop_emptied_workflows, held_workflows
+
+_LIVE = [int(state) for state in LIVE_STATES]
 
 
 def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime, max_jobs: int = 500) -> int:
@@ -20,6 +23,12 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
 
     Eligible jobs ended at or before ``terminal_before``; the oldest go first. Their transitions,
     tags and any edges in either direction go with them. Returns how many were deleted.
+
+    A workflow is retained as a unit (docs/workflows.md): its members are eligible only once every
+    member is terminal and the last ended at or before ``terminal_before`` (the retention window
+    starts when the workflow drained). The workflow's row and structural edges go with its last
+    member. For jobs outside workflows the check is a probe of ``backwave_job_workflow`` with a
+    null key, which matches nothing (PostgreSQL answers it without reading the index).
     """
     if not isinstance(state_class, TerminalStateClass):
         raise ValueError(
@@ -34,19 +43,29 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
     using = jobs_database()
 
     def body() -> int:
-        expired = list(
-            JobRecord.objects.using(using)
-            .filter(state__in=state_class.states, terminal_at__lte=terminal_before)
+        jobs = JobRecord.objects.using(using)
+        # A member of its workflow that is live, or ended after the cutoff: the workflow is held.
+        unsettled = jobs.filter(workflow_id=OuterRef("workflow_id")).filter(
+            Q(state__in=_LIVE) | Q(terminal_at__gt=terminal_before)
+        )
+        picked = list(
+            jobs.filter(state__in=state_class.states, terminal_at__lte=terminal_before)
+            .filter(~Exists(unsettled))
             .order_by("terminal_at", "sequence")
             .select_for_update(skip_locked=True)
-            .values_list("sequence", flat=True)[:limit]
+            .values_list("sequence", "workflow_id")[:limit]
         )
+        workflows = {workflow_id for _, workflow_id in picked if workflow_id is not None}
+        held = held_workflows(using, workflows, terminal_before) if workflows else set()
+        expired = [sequence for sequence, workflow_id in picked if workflow_id not in held]
         if not expired:
             return 0
         JobTransition.objects.using(using).filter(job_id__in=expired).delete()
         JobTag.objects.using(using).filter(job_id__in=expired).delete()
         JobDependency.objects.using(using).filter(Q(parent_id__in=expired) | Q(child_id__in=expired)).delete()
         JobRecord.objects.using(using).filter(sequence__in=expired).delete()
+        if workflows - held:
+            drop_emptied_workflows(using, workflows - held)
         return len(expired)
 
     return atomic_retrying(using, body)

@@ -9,8 +9,11 @@ requeues and pauses through the store. Every row and transition-log entry is the
 real system could have written. Nothing here writes a job row itself.
 
 The live part uses the public API on the real clock: a trickle of orders due over the next
-minutes, a long job to cancel from the admin, yesterday's report, and old-signature jobs for the
-running worker to quarantine.
+minutes, a long job to cancel from the admin, yesterday's report, today's catalogue imports (a
+workflow each, through ``backwave_django.workflow``) and old-signature jobs for the running worker
+to quarantine. The history holds yesterday's catalogue imports, stored with
+``store.enqueue_workflow`` on its clock; one supplier's images never resize, so that workflow
+fails and its publishing is cancelled.
 """
 
 from __future__ import annotations
@@ -34,10 +37,14 @@ from backwave_django import (
     ScheduleSpec,
     Success,
     Unroutable,
+    WorkflowDefinition,
+    WorkflowEnqueueResult,
+    WorkflowError,
     enqueue_many,
     store,
 )
 from backwave_django.conf import get_settings
+from backwave_django.core.ids import workflow_id_for_key
 from backwave_django.models import JobRecord
 from backwave_django.registry import NotRoutable, route
 from backwave_django.worker import maintenance
@@ -57,7 +64,7 @@ LEASE = timedelta(seconds=60)
 #: The simulated workers claim every this many steps: fewer, fuller batches seed faster.
 WORK_EVERY = 3
 #: The queues the simulated workers serve (``maintenance`` is driven by hand, ``exports`` is paused).
-SIMULATED_QUEUES = ("billing", "emails", "integrations", "reports")
+SIMULATED_QUEUES = ("billing", "emails", "integrations", "reports", "catalogue")
 SIMULATED_WORKERS = ("shop-worker-1:3141:5f2a9c01d7e3", "shop-worker-2:2718:c03e11b96a44")
 CRASHED_WORKER = "shop-worker-3:1618:dead0bad4e21"
 OPERATOR, SECOND_OPERATOR = "alice", "bob"
@@ -115,6 +122,7 @@ class HistorySimulation:
             for name, fraction in [
                 ("legacy", 0.03),
                 ("customers-cancel", 0.1),
+                ("catalogue", 0.13),
                 ("index-rebuilt", 0.17),
                 ("exports-paused", 0.33),
                 ("index-cancelled", 0.5),
@@ -206,6 +214,8 @@ class HistorySimulation:
             self._enqueue(held, t)
             for job in held[::2]:
                 store.cancel_job(job.job_id, actor=OPERATOR, now=t + timedelta(seconds=20))
+        if step == self.moments["catalogue"]:
+            self._catalogue_imports(t)
         if step == self.moments["index-rebuilt"]:
             self._index_rebuild(t, cancel=False)
         if step == self.moments["exports-paused"]:
@@ -222,6 +232,23 @@ class HistorySimulation:
             for job_id in dead:
                 store.requeue(job_id, actor=SECOND_OPERATOR, now=t)
                 self.failures_left[job_id] = 0
+
+    def _catalogue_imports(self, t: datetime) -> None:
+        """Yesterday's catalogue import of every supplier, a workflow each; the last supplier's
+        image server refuses every resize, so its workflow fails and publishing is cancelled."""
+        day = jobs.resolve_day("yesterday", now=self.now)
+        for supplier in jobs.SUPPLIERS:
+            prepared = jobs.prepare_catalogue_import(supplier, day)
+            definition = WorkflowDefinition(
+                workflow_id=workflow_id_for_key(jobs.catalogue_import_key(supplier, day)),
+                name=jobs.catalogue_import_name(supplier, day),
+                members=tuple(self._at(t, prepared)),
+            )
+            result = store.enqueue_workflow(definition, now=t)
+            if result is not WorkflowEnqueueResult.OK:
+                raise RuntimeError(f"demo seed: the store refused {supplier}'s catalogue import: {result}")
+            if supplier == jobs.SUPPLIERS[-1]:
+                self.failures_left[prepared[2].job_id] = ALWAYS
 
     def _index_rebuild(self, t: datetime, *, cancel: bool) -> None:
         """A long ``rebuild-search-index`` run; when ``cancel``, an operator stops it halfway."""
@@ -336,6 +363,7 @@ def _simulated_error(job: ClaimedJob, *, permanent: bool) -> Exception:
         "send-order-confirmation": OSError(f"SMTP 451 4.3.0 mailbox busy, try again later ({order})"),
         "sync-exchange-rates": ProviderUnavailable("rates.example.com did not answer for EUR within 10 s"),
         "regional-sales": ConnectionError(f"could not reach replica db-{order}-2: connection refused"),
+        "resize-product-images": OSError(f"images.{order}.example: 403 Forbidden (credentials expired)"),
     }
     error = errors.get(job.wire_name, RuntimeError(f"{job.wire_name} failed"))
     try:
@@ -372,9 +400,10 @@ def enqueue_live_work(*, now: datetime, orders: int, seed: int = 11) -> int:
         prepared += jobs.prepare_order(order_id, rng.choice([1_299, 4_999, 12_500]), run_after=run_after)
     prepared += jobs.prepare_sales_report(jobs.resolve_day("yesterday", now=now))
     prepared.append(jobs.rebuild_search_index.prepare())
+    stored = _start_catalogue_imports(now)
     prepared += [jobs.send_welcome_email.prepare(rng.randint(1_000, 99_999)) for _ in range(5)]
     receipts = enqueue_many(prepared)
-    stored = sum(1 for r in receipts if r.enqueue_result is EnqueueResult.OK)
+    stored += sum(1 for r in receipts if r.enqueue_result is EnqueueResult.OK)
     # Old-signature jobs cannot go through the public API any more (it checks the signature):
     # they are stored as version 1 did, for the worker to quarantine in front of you.
     definition = jobs.send_welcome_email
@@ -390,6 +419,22 @@ def enqueue_live_work(*, now: datetime, orders: int, seed: int = 11) -> int:
     ]
     stored += sum(1 for r in store.enqueue_many(legacy, now=now) if r is EnqueueResult.OK)
     store.upsert_schedule(settings_schedule_spec("nightly-sales-report"), now=now, declared_in_settings=True)
+    return stored
+
+
+def _start_catalogue_imports(now: datetime) -> int:
+    """Today's catalogue imports, a minute apart, through the public API; returns the jobs stored.
+    A supplier already imported today (a second seed) is skipped: its workflow id is taken."""
+    stored = 0
+    day = jobs.resolve_day("today", now=now)
+    for index, supplier in enumerate(jobs.SUPPLIERS):
+        try:
+            jobs.start_catalogue_import(supplier, day, run_after=timedelta(minutes=index))
+        except WorkflowError as error:
+            if error.result is not WorkflowEnqueueResult.DUPLICATE_WORKFLOW:
+                raise
+        else:
+            stored += 4
     return stored
 
 

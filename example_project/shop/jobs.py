@@ -16,6 +16,10 @@ Each job shows one feature:
 - ``export-orders-csv``: runs on the ``exports`` queue, which the demo pauses.
 - ``shop.alert-dead-letters``: an observer, not a job: the workers call it once for every job that
   dead-letters, and it logs an alert (where a real shop would page someone).
+- ``fetch-supplier-feed``, ``import-products``, ``resize-product-images`` and
+  ``publish-catalogue``: a supplier's catalogue import as a workflow (docs/workflows.md): the
+  feed first, then products and images side by side, then publishing; the console's Workflows
+  page draws it and shows whether it is running, failed or done.
 
 Handlers may run more than once (at-least-once execution), so each is safe to repeat.
 """
@@ -31,7 +35,16 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from backwave_django import JobContext, JobState, PreparedJob, TransitionEvent, enqueue_many, job, observer
+from backwave_django import (
+    JobContext,
+    JobState,
+    PreparedJob,
+    TransitionEvent,
+    enqueue_many,
+    job,
+    observer,
+    workflow,
+)
 
 from . import providers
 
@@ -227,3 +240,64 @@ def alert_dead_letters(event: TransitionEvent) -> None:
         event.queue,
         event.actor,
     )
+
+
+# --- A workflow: a supplier's catalogue import --------------------------------------------------
+
+SUPPLIERS = ("acme-tools", "nordic-home", "sunrise-garden")
+
+
+@job("fetch-supplier-feed", queue="catalogue", max_attempts=3, backoff=[5, 30])
+def fetch_supplier_feed(supplier: str, day: str) -> dict[str, Any]:
+    return {"supplier": supplier, "day": day, "products": providers.supplier_feed(supplier, day)}
+
+
+@job("import-products", queue="catalogue", takes_context=True)
+def import_products(ctx: JobContext, supplier: str, feed_job_id: str) -> dict[str, Any]:
+    """Import what the feed listed: the feed job's output, read as a parent's."""
+    feed = ctx.parent_output(uuid.UUID(feed_job_id))
+    if feed is None:
+        raise LookupError(f"catalogue import of {supplier}: no output from feed job {feed_job_id}")
+    return {"supplier": supplier, "imported": feed["products"]}
+
+
+@job("resize-product-images", queue="catalogue", max_attempts=2, backoff=[10])
+def resize_product_images(supplier: str, day: str) -> dict[str, Any]:
+    return {"supplier": supplier, "resized": providers.supplier_feed(supplier, day) * 3}
+
+
+@job("publish-catalogue", queue="catalogue")
+def publish_catalogue(supplier: str, day: str) -> dict[str, Any]:
+    return {"supplier": supplier, "day": day, "published": True}
+
+
+def catalogue_import_name(supplier: str, day: str) -> str:
+    return f"catalogue import {supplier} {day}"
+
+
+def catalogue_import_key(supplier: str, day: str) -> str:
+    """The workflow's key: one import per supplier and day (a second start is refused)."""
+    return f"catalogue-import/{supplier}/{day}"
+
+
+def prepare_catalogue_import(
+    supplier: str, day: str, *, run_after: timedelta | None = None
+) -> list[PreparedJob]:
+    """The import's four jobs, parents first: fetch → (import products, resize images) → publish."""
+    feed = fetch_supplier_feed.using(run_after=run_after).prepare(supplier, day)
+    products = import_products.using(parents=[feed.job_id]).prepare(supplier, str(feed.job_id))
+    images = resize_product_images.using(parents=[feed.job_id]).prepare(supplier, day)
+    publish = publish_catalogue.using(parents=[products.job_id, images.job_id]).prepare(supplier, day)
+    return [feed, products, images, publish]
+
+
+def start_catalogue_import(supplier: str, day: str, *, run_after: timedelta | None = None) -> uuid.UUID:
+    """Store a supplier's import as one workflow (all four jobs or none); returns its id.
+
+    Starting the same supplier and day twice raises ``WorkflowError`` (``DUPLICATE_WORKFLOW``).
+    """
+    name, key = catalogue_import_name(supplier, day), catalogue_import_key(supplier, day)
+    with workflow(name, workflow_id=key) as wf:
+        for prepared in prepare_catalogue_import(supplier, day, run_after=run_after):
+            wf.add(prepared)
+    return wf.workflow_id

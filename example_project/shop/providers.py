@@ -39,3 +39,9 @@ def regional_figures(region: str, day: str) -> tuple[int, int]:
     orders = 40 + digest[0] % 160
     revenue_cents = orders * (1_500 + int.from_bytes(digest[1:3], "big") % 6_000)
     return orders, revenue_cents
+
+
+def supplier_feed(supplier: str, day: str) -> int:
+    """How many products a supplier's feed lists on a day: stable, like a file already downloaded."""
+    digest = hashlib.sha256(f"feed/{supplier}/{day}".encode()).digest()
+    return 20 + digest[0] % 200

@@ -16,7 +16,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from backwave_django import CancelResult, JobState, NewJob, operator, store
+from backwave_django import (
+    CancelResult,
+    JobState,
+    NewJob,
+    WorkflowEnqueueResult,
+    WorkflowError,
+    WorkflowStatus,
+    operator,
+    store,
+)
 from backwave_django.testing import WORKER_ID, BackWaveHarness, JobSnapshot, RunSummary
 
 from shop import jobs, providers
@@ -186,6 +195,53 @@ def test_a_region_that_never_answers_cancels_the_summary_without_running_it(
     assert summary.state == JobState.CANCELLED
     assert summary.terminal_cause == "parent-failure:DeadLettered"
     assert summary.attempt == 0  # never ran
+
+
+# --- A workflow: a supplier's catalogue import ----------------------------------------------------
+
+
+def test_a_catalogue_import_runs_as_one_workflow_parents_first(backwave: BackWaveHarness) -> None:
+    workflow_id = jobs.start_catalogue_import("acme-tools", "2026-11-29")
+    assert store.workflow_status(workflow_id) is WorkflowStatus.RUNNING
+    graph = store.workflow_graph(workflow_id)
+    assert graph is not None
+    assert graph.name == "catalogue import acme-tools 2026-11-29"
+    assert len(graph.members) == 4
+    assert len(graph.edges) == 4  # fetch → products, fetch → images, both → publish
+
+    assert backwave.run_until_idle() == RunSummary(succeeded=4)
+    assert store.workflow_status(workflow_id) is WorkflowStatus.SUCCEEDED
+    [products] = backwave.assert_enqueued(jobs.import_products, count=1)
+    listed = providers.supplier_feed("acme-tools", "2026-11-29")
+    assert products.output == {"supplier": "acme-tools", "imported": listed}
+    [publish] = backwave.assert_enqueued(jobs.publish_catalogue, count=1)
+    assert publish.output == {"supplier": "acme-tools", "day": "2026-11-29", "published": True}
+
+
+def test_a_supplier_is_imported_once_a_day(backwave: BackWaveHarness) -> None:
+    jobs.start_catalogue_import("acme-tools", "2026-11-29")
+    with pytest.raises(WorkflowError) as refused:
+        jobs.start_catalogue_import("acme-tools", "2026-11-29")
+    assert refused.value.result is WorkflowEnqueueResult.DUPLICATE_WORKFLOW
+    backwave.assert_enqueued(jobs.fetch_supplier_feed, count=1)
+    jobs.start_catalogue_import("acme-tools", "2026-11-30")  # another day, another workflow
+    backwave.assert_enqueued(jobs.fetch_supplier_feed, count=2)
+
+
+def test_images_that_never_resize_fail_the_workflow_and_cancel_publishing(
+    backwave: BackWaveHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(supplier: str, day: str) -> int:
+        raise PermissionError("images.example: 403 Forbidden")
+
+    workflow_id = jobs.start_catalogue_import("nordic-home", "2026-11-29")
+    monkeypatch.setattr(providers, "supplier_feed", lambda supplier, day: 12)
+    backwave.run_next()  # the feed
+    monkeypatch.setattr(providers, "supplier_feed", refused)
+    assert backwave.drain() == RunSummary(succeeded=1, retried=1, dead_lettered=1)
+    [publish] = backwave.assert_enqueued(jobs.publish_catalogue, count=1)
+    assert (publish.state, publish.terminal_cause) == (JobState.CANCELLED, "parent-failure:DeadLettered")
+    assert store.workflow_status(workflow_id) is WorkflowStatus.FAILED
 
 
 # --- The nightly report, scheduled at 02:00 Europe/Berlin ---------------------------------------

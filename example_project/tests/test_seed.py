@@ -6,12 +6,13 @@ import io
 import re
 
 import pytest
-from backwave_django import JobState
+from backwave_django import JobState, WorkflowStatus, store
 from backwave_django.models import JobRecord, JobTransition, OperatorAudit, QueueSettings, RecurringSchedule
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
+from shop import jobs
 from shop.demo import CRASHED_WORKER, state_counts
 
 pytestmark = pytest.mark.django_db
@@ -72,6 +73,25 @@ def test_seeded_transition_logs_tell_what_happened_to_each_job():
         "exchange-rates",
         "nightly-sales-report",
     }
+
+
+def test_seeded_catalogue_imports_are_workflows_done_failed_and_running():
+    seed("--hours", "0.5", "--orders", "40", "--live-orders", "0")
+    statuses = {summary.name: summary.status for summary in store.list_workflows()}
+    yesterday, today = (jobs.resolve_day(day) for day in ("yesterday", "today"))
+    assert statuses == {
+        **{jobs.catalogue_import_name(s, yesterday): WorkflowStatus.SUCCEEDED for s in jobs.SUPPLIERS[:-1]},
+        jobs.catalogue_import_name(jobs.SUPPLIERS[-1], yesterday): WorkflowStatus.FAILED,
+        **{jobs.catalogue_import_name(s, today): WorkflowStatus.RUNNING for s in jobs.SUPPLIERS},
+    }
+    failed = JobRecord.objects.filter(wire_name="resize-product-images", state=JobState.DEAD_LETTERED)
+    assert failed.count() == 1
+    assert JobRecord.objects.get(
+        wire_name="publish-catalogue", state=JobState.CANCELLED
+    ).terminal_cause == "parent-failure:DeadLettered"
+    # A second seed leaves today's imports alone: their workflow ids are taken.
+    seed("--hours", "0.5", "--orders", "40", "--live-orders", "0")
+    assert len(store.list_workflows()) == 6
 
 
 def test_seed_creates_an_admin_whose_printed_password_logs_in():

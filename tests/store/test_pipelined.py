@@ -137,7 +137,7 @@ def test_an_outcome_batch_is_begin_report_and_check_in_one_round_trip_then_commi
     results: list[Any] = []
     statements = _statements(lambda: results.extend(store.report_outcomes(reports, now=T0)))
     assert results == [OutcomeResult.APPLIED, OutcomeResult.STALE_LEASE]
-    assert [s.split()[0] for s in statements] == ["BEGIN", "WITH", "SELECT", "COMMIT"]
+    assert [s.split()[0] for s in statements] == ["BEGIN", "WITH", "WITH", "COMMIT"]
     assert _idle()
     assert (row(first).state, row(second).state) == (JobState.SUCCEEDED, JobState.LEASED)
 
@@ -149,7 +149,7 @@ def test_a_parent_with_waiting_children_is_written_by_the_classic_transaction() 
     results: list[Any] = []
     statements = _statements(lambda: results.extend(store.report_outcomes([_success(claimed)], now=T0)))
     assert results == [OutcomeResult.APPLIED]
-    assert [s.split()[0] for s in statements[:4]] == ["BEGIN", "WITH", "SELECT", "ROLLBACK"]
+    assert [s.split()[0] for s in statements[:4]] == ["BEGIN", "WITH", "WITH", "ROLLBACK"]
     assert _idle()
     assert row(parent).state == JobState.SUCCEEDED
     assert row(child).state == JobState.SCHEDULED  # released by the cascade, in the same commit
