@@ -1,4 +1,4 @@
-"""Read models for the operator console: counts, health, the throughput series and previews.
+"""The dashboard's read models: counts, health, the throughput series and previews.
 
 Every function here only reads, does a small fixed number of aggregate queries (never one per row
 or per cell) and, where the answer depends on time, takes an explicit ``now``: the console passes
@@ -22,12 +22,12 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, Min, Q, Subquery
 from django.db.models.functions import TruncMinute
 
-from .conf import BackWaveSettings, get_settings
-from .core import planner
-from .core.states import HistoryPolicy, JobState
-from .core.validation import require_aware
-from .models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
-from .worker.pump import STALE_WORKER_HEARTBEATS
+from ..conf import BackWaveSettings, get_settings
+from ..core import planner
+from ..core.states import HistoryPolicy, JobState
+from ..core.validation import require_aware
+from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
+from ..worker.pump import STALE_WORKER_HEARTBEATS
 
 #: States in lifecycle order: the columns of the queue-by-state table.
 STATE_ORDER: tuple[JobState, ...] = tuple(JobState)
