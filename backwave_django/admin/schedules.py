@@ -245,10 +245,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     @admin.display(description="next due")
     def next_due(self, row: RecurringSchedule) -> str:
-        try:
-            return format_instant(planner.resolve(row.cron, row.time_zone)(row.cursor))
-        except ValueError:
-            return "—"
+        return format_instant(planner.next_due(row.cron, row.time_zone, row.cursor)[0])
 
     @admin.display(description="live instance", boolean=True)
     def live_instance(self, row: RecurringSchedule) -> bool:
