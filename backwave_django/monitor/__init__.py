@@ -1,7 +1,16 @@
 """The monitor: read-only queries over the job tables, for the console, for tests and for code.
 
-Nothing here writes. :mod:`.dashboard` holds the console dashboard's read models (queue depths,
-health, throughput, previews), importable from here as before.
+Nothing here writes. Every function reads the jobs' database (``jobs_database()``), does a small
+fixed number of queries (never one per row) and returns plain frozen values. docs/monitor.md
+describes each read, its ordering and its cost at scale.
+
+- :mod:`.jobs`: :func:`get_job`, :func:`list_jobs` (a :class:`JobQuery`, with the tag predicates
+  :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by ``sequence``) and
+  :func:`count_jobs`;
+- :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
+- :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
+  previews), importable from here as before.
 """
 
 from __future__ import annotations
@@ -36,8 +45,24 @@ from .dashboard import (
     worker_stale_after,
     worker_statuses,
 )
+from .history import HistoryEntry, dependency_edges, job_history
+from .jobs import (
+    MAX_PAGE,
+    HasKey,
+    HasKeyValue,
+    HasLabel,
+    JobQuery,
+    MonitorJob,
+    TagPredicate,
+    count_jobs,
+    get_job,
+    list_jobs,
+    with_tags,
+)
+from .schedules import ScheduleRow, list_schedules
 
 __all__ = [
+    "MAX_PAGE",
     "PREVIEW_ROWS",
     "SERIES",
     "SERIES_LABELS",
@@ -46,16 +71,30 @@ __all__ = [
     "THROUGHPUT_SCAN_LIMIT",
     "ExecutingJob",
     "FailedJob",
+    "HasKey",
+    "HasKeyValue",
+    "HasLabel",
+    "HistoryEntry",
+    "JobQuery",
+    "MonitorJob",
     "Overview",
     "QueueDepth",
     "QueueLatency",
     "QueueStatus",
     "ScheduleHealth",
     "ScheduleProblem",
+    "ScheduleRow",
+    "TagPredicate",
     "Throughput",
     "WorkerStatus",
+    "count_jobs",
+    "dependency_edges",
     "executing",
+    "get_job",
     "is_worker_live",
+    "job_history",
+    "list_jobs",
+    "list_schedules",
     "needs_attention",
     "overview",
     "queue_depths",
@@ -64,6 +103,7 @@ __all__ = [
     "schedule_health",
     "state_totals",
     "throughput",
+    "with_tags",
     "worker_stale_after",
     "worker_statuses",
 ]

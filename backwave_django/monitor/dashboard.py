@@ -28,6 +28,7 @@ from ..core.states import HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
 from ..worker.pump import STALE_WORKER_HEARTBEATS
+from .jobs import count_jobs
 
 #: States in lifecycle order: the columns of the queue-by-state table.
 STATE_ORDER: tuple[JobState, ...] = tuple(JobState)
@@ -63,13 +64,12 @@ class QueueDepth:
 def queue_depths() -> list[QueueDepth]:
     """Jobs per queue and state, every state included (zeros too), queues sorted by name.
 
-    One ``GROUP BY queue, state`` query. Queues with no jobs do not appear here; the overview adds
-    the queues that only have settings.
+    One ``GROUP BY queue, state`` query (:func:`~.jobs.count_jobs`). Queues with no jobs do not
+    appear here; the overview adds the queues that only have settings.
     """
     grouped: dict[str, list[int]] = defaultdict(lambda: [0] * len(STATE_ORDER))
-    rows = JobRecord.objects.order_by().values_list("queue", "state").annotate(n=Count("*"))
-    for queue, state, n in rows:
-        grouped[queue][STATE_ORDER.index(JobState(state))] = n
+    for queue, state, n in count_jobs():
+        grouped[queue][STATE_ORDER.index(state)] = n
     return [QueueDepth(queue, tuple(counts)) for queue, counts in sorted(grouped.items())]
 
 
