@@ -9,6 +9,8 @@ describes each read, its ordering and its cost at scale.
   :func:`count_jobs`;
 - :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
+- :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
+  completion over labels, keys and values);
 - :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
   previews), importable from here as before.
 """
@@ -60,9 +62,11 @@ from .jobs import (
     with_tags,
 )
 from .schedules import ScheduleRow, list_schedules
+from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
 __all__ = [
     "MAX_PAGE",
+    "MAX_SUGGESTIONS",
     "PREVIEW_ROWS",
     "SERIES",
     "SERIES_LABELS",
@@ -90,6 +94,7 @@ __all__ = [
     "count_jobs",
     "dependency_edges",
     "executing",
+    "facet_sample",
     "get_job",
     "is_worker_live",
     "job_history",
@@ -102,6 +107,8 @@ __all__ = [
     "queue_statuses",
     "schedule_health",
     "state_totals",
+    "suggest_tags",
+    "tag_facet",
     "throughput",
     "with_tags",
     "worker_stale_after",
