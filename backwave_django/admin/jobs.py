@@ -63,13 +63,13 @@ from .job_list import (
     QueueFilter,
     RetryingFilter,
     ScheduleFilter,
-    TagFilter,
     TerminalClassFilter,
     WireNameFilter,
     last_failure_cell,
     next_try_cell,
     with_last_failure,
 )
+from .job_tags import TagFilter, suggestions_response
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -478,6 +478,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         return [
             path(
+                "tag-suggestions/",
+                self.admin_site.admin_view(self.tag_suggestions_view),
+                name="backwave_django_jobrecord_tag_suggestions",
+            ),
+            path(
                 "<path:object_id>/cancel/",
                 self.admin_site.admin_view(self.cancel_view),
                 name="backwave_django_jobrecord_cancel",
@@ -494,6 +499,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def tag_suggestions_view(self, request: HttpRequest) -> HttpResponse:
+        """GET: the tag filter's search suggestions as JSON (``job_tags.suggestions_response``)."""
+        return suggestions_response(request, allowed=self.has_view_permission(request))
 
     @console_button(permission=CANCEL_PERMISSION)
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
