@@ -4,8 +4,9 @@ Fills a scratch PostgreSQL database with ``--rows`` jobs spread over every state
 twenty wire names (with a realistic transition log, some tags, workers, queue settings and
 schedules), then times the console pages through Django's test client, logged in as a
 superuser: the Dashboard (page and live fragment), the jobs changelist (first page, filtered by
-state, by queue, by both) and a job's detail page. Each page is requested once to warm up, then
-``--repeat`` times; the median is what counts (target: the job list under 300 ms).
+state, by queue, by both, by tags; the tag search and its JSON endpoint) and a job's detail page;
+and the monitor's query API (``TAG_MIX`` is the tag mix). Each page is requested once to warm up,
+then ``--repeat`` times; the median is what counts (target: the job list under 300 ms).
 
 Prints a Markdown table and writes everything, including the slowest SQL of each page and its
 ``EXPLAIN ANALYZE`` for pages over the target, to ``benchmarks/results/admin_scale.json``.
@@ -158,6 +159,32 @@ CROSS JOIN LATERAL (
 """
 
 
+# The tag mix (about 1.8 tags per job): labels common and rare, low- and high-cardinality keys, and
+# mixed case, so the facets and suggestions meet what a real table holds. ``g`` is the sequence.
+TAG_MIX = (
+    # (key, value expression, condition, what it stands for)
+    ("''", "'vip'", "g % 10 = 0", "a common label (10%)"),
+    ("''", "'urgent'", "g % 50 = 1", "a rarer label (2%)"),
+    ("''", "'Priority-Customer'", "g % 97 = 0", "a mixed-case label (1%)"),
+    ("''", "'batch-' || (g / 1000)", "g % 5 = 2", "a label per batch of 1,000 jobs (20%)"),
+    ("'tenant'", "'tenant-' || ((g / 10) % 2000)", "g % 10 IN (0, 1, 2)", "2,000 tenants (30%)"),
+    (
+        "'region'",
+        "(ARRAY['eu-west-1', 'eu-central-1', 'us-east-1', 'us-west-2', 'ap-south-1', "
+        "'AP-Southeast-2'])[1 + (g / 2) % 6]",
+        "g % 2 = 0",
+        "six regions (50%)",
+    ),
+    ("'customer'", "'cust-' || ((g / 5) % 100000)", "g % 5 = 3", "100,000 customers (20%)"),
+    ("'order'", "'ord-' || g", "g % 10 = 4", "an order id per job (10%)"),
+    ("'Source'", "(ARRAY['api', 'cron', 'admin'])[1 + (g / 3) % 3]", "g % 3 = 0", "a mixed-case key (33%)"),
+)
+_FILL_TAGS = "INSERT INTO backwave_django_jobtag (job_id, key, value)\n" + "\nUNION ALL\n".join(
+    f"SELECT g, {key}, {value} FROM (SELECT sequence AS g FROM backwave_django_jobrecord) AS j WHERE {where}"
+    for key, value, where, _ in TAG_MIX
+)
+
+
 def fill(conn: Any, rows: int) -> dict[str, float]:
     """Jobs, transitions, tags, workers, queue settings and schedules; then VACUUM ANALYZE."""
     timings: dict[str, float] = {}
@@ -209,15 +236,7 @@ def fill(conn: Any, rows: int) -> dict[str, float]:
         WHERE c.state = 1
         """
     )
-    conn.execute(
-        """
-        INSERT INTO backwave_django_jobtag (job_id, key, value)
-        SELECT sequence, '', 'vip' FROM backwave_django_jobrecord WHERE sequence % 10 = 0
-        UNION ALL
-        SELECT sequence, 'tenant', 'tenant-' || (sequence % 50) FROM backwave_django_jobrecord
-        WHERE sequence % 10 IN (0, 1, 2)
-        """
-    )
+    conn.execute(_FILL_TAGS)
     conn.execute(
         """
         INSERT INTO backwave_django_workernode
@@ -346,11 +365,65 @@ def time_monitor(repeat: int) -> dict[str, float]:
     return result
 
 
+def time_monitor_reads(repeat: int) -> dict[str, float]:
+    """Median milliseconds of the monitor's query API, the tag reads above all (docs/monitor.md)."""
+    from backwave_django import monitor
+    from backwave_django.models import JobRecord
+    from backwave_django.monitor import HasKey, HasKeyValue, HasLabel, JobQuery
+
+    newest = JobRecord.objects.order_by("-sequence").values_list("sequence", flat=True)[0]
+    jobs = JobRecord.objects.all()
+    parts: dict[str, Callable[[], object]] = {
+        "list_jobs() oldest first": lambda: monitor.list_jobs(JobQuery()),
+        "list_jobs(newest_first, HasLabel vip)": lambda: monitor.list_jobs(
+            JobQuery(tags=(HasLabel("vip"),), newest_first=True)
+        ),
+        "list_jobs(HasKeyValue tenant-7, HasKey region), page 2": lambda: monitor.list_jobs(
+            JobQuery(
+                tags=(HasKeyValue("tenant", "tenant-7"), HasKey("region")),
+                newest_first=True,
+                after_sequence=newest - 200_000,
+            )
+        ),
+        "count_jobs()": monitor.count_jobs,
+        "tag_facet('region') (500k rows)": lambda: monitor.tag_facet("region"),
+        "tag_facet('tenant', top 20) (300k rows)": lambda: monitor.tag_facet("tenant", max_results=20),
+        "tag_facet('', queue=mail and vip)": lambda: monitor.tag_facet(
+            "", JobQuery(queue="mail", tags=(HasLabel("vip"),)), max_results=20
+        ),
+        "facet_sample('tenant') (the console's)": lambda: monitor.facet_sample(
+            "tenant", jobs, max_results=20
+        ),
+        "facet_sample('') (the console's)": lambda: monitor.facet_sample("", jobs, max_results=20),
+        "suggest_tags('') labels then keys": lambda: monitor.suggest_tags(""),
+        "suggest_tags('b')": lambda: monitor.suggest_tags("b"),
+        "suggest_tags('t') (only keys match)": lambda: monitor.suggest_tags("t"),
+        "suggest_tags('', after=('', 'vip')) (the keys)": lambda: monitor.suggest_tags("", after=("", "vip")),
+        "suggest_tags('', key='tenant')": lambda: monitor.suggest_tags("", key="tenant"),
+        "suggest_tags('', key='region')": lambda: monitor.suggest_tags("", key="region"),
+        "suggest_tags('ord-5', key='order')": lambda: monitor.suggest_tags("ord-5", key="order"),
+        "suggest_tags('', key='customer'), page 2": lambda: monitor.suggest_tags(
+            "", key="customer", after=("customer", "cust-10043")
+        ),
+    }
+    result = {}
+    for name, call in parts.items():
+        call()
+        samples = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            call()
+            samples.append((time.perf_counter() - started) * 1000)
+        result[name] = statistics.median(samples)
+    return result
+
+
 def pages(dead_lettered_pk: int) -> list[tuple[str, str, bool]]:
     """(name, url, held to the 300 ms target) for every timed page."""
     from django.urls import reverse
 
     jobs = reverse("admin:backwave_django_jobrecord_changelist")
+    suggest = reverse("admin:backwave_django_jobrecord_tag_suggestions")
     return [
         ("Dashboard", reverse("admin:backwave_django_dashboard_changelist"), False),
         ("Dashboard live fragment", reverse("admin:backwave_django_dashboard_fragment"), False),
@@ -359,6 +432,14 @@ def pages(dead_lettered_pk: int) -> list[tuple[str, str, bool]]:
         ("Jobs, queue = mail", f"{jobs}?queue=mail", True),
         ("Jobs, queue = mail and state = Scheduled", f"{jobs}?queue=mail&state__exact=0", True),
         ("Jobs, Retrying view", f"{jobs}?retrying=1", True),
+        ("Jobs, tag = vip (label)", f"{jobs}?tl=vip", True),
+        ("Jobs, tag = vip, page 20", f"{jobs}?tl=vip&p=20", True),
+        ("Jobs, tag tenant = tenant-7 (0.015%)", f"{jobs}?tk=tenant&tv=tenant-7", True),
+        ("Jobs, tag key region (any value)", f"{jobs}?tk=region", True),
+        ("Jobs, queue = mail and tag = vip", f"{jobs}?queue=mail&tl=vip", True),
+        ("Jobs, tag search 'cu' (no JS)", f"{jobs}?tq=cu", True),
+        ("Tag suggestions JSON, q=cu", f"{suggest}?q=cu", True),
+        ("Tag suggestions JSON, key=order, q=ord-12", f"{suggest}?key=order&q=ord-12", True),
         (
             "Job detail (Dead-Lettered)",
             reverse("admin:backwave_django_jobrecord_change", args=[dead_lettered_pk]),
@@ -457,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(measured)
             print(f" {measured['median_ms']:.0f} ms", flush=True)
         breakdown = time_monitor(args.repeat)
+        reads = time_monitor_reads(args.repeat)
     finally:
         if conn is not None:
             conn.close()
@@ -478,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print()
     print("| dashboard read model | median |\n|---|--:|\n" + monitor_lines)
+    print()
+    read_lines = "\n".join(f"| `{name}` | {ms:.1f} ms |" for name, ms in reads.items())
+    print("| monitor query | median |\n|---|--:|\n" + read_lines)
     out = harness.RESULTS_DIR / "admin_scale.json"
     out.write_text(
         json.dumps(
@@ -492,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
                 "counts": counts,
                 "pages": results,
                 "monitor_ms": breakdown,
+                "monitor_reads_ms": reads,
+                "tag_mix": [{"key": k, "value": v, "where": w, "what": what} for k, v, w, what in TAG_MIX],
                 "markdown": table,
             },
             indent=2,

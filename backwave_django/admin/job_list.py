@@ -3,9 +3,9 @@
 The job table can hold millions of rows, so nothing here scans it to draw a page
 (``docs/admin.md``, "Jobs"): the count is the database's estimate when the list is unfiltered and
 a capped count otherwise, and every filter takes its choices from a cheap source (the registry,
-the queue settings, the schedules, the workers, a sample of the newest tags) rather than from the
-jobs. The Retrying view (``?retrying=1``) is a filter too, with the last failure of each row it
-shows read in the same query.
+the queue settings, the schedules, the workers) rather than from the jobs; the tag filter (capped
+facets and a search box over the tags) is in :mod:`.job_tags`. The Retrying view (``?retrying=1``)
+is a filter too, with the last failure of each row it shows read in the same query.
 
 The cells are built to fit beside the admin's two sidebars at 1280 px: each stacks what belongs
 together (a job's wire name, short id and queue; its state, attempt, priority and progress), and
@@ -16,8 +16,6 @@ its own under its row (:class:`JobChangeList`), wrapped at words across the tabl
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -33,17 +31,13 @@ from django.utils.html import format_html
 
 from .. import registry
 from ..core.states import JobState, TerminalStateClass
-from ..models import JobRecord, JobTag, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
+from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
 from .console import HIDDEN_TEXT, attempt_ceiling, discarded_marker, progress_bar
 from .display import copy_button, job_state_badge, short_job_id, timestamp
 
 #: Filtered job lists are counted exactly up to this many rows and shown as "1,000+" beyond: a
 #: count that stops early costs the same on any table size (20 pages of 50; narrow the filter for more).
 COUNT_CAP = 1_000
-#: The tag filter offers the most common tags among this many of the newest tag rows.
-TAG_SAMPLE = 2_000
-#: How many tags the tag filter offers.
-TAG_CHOICES = 20
 #: The Retrying view reads this much of each shown job's last failure detail (for its first line) ...
 FAILURE_HEAD_CHARS = 300
 #: ... and shows at most this much of that line.
@@ -119,14 +113,6 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
 
 
 # --- Filters -------------------------------------------------------------------------------------
-
-
-def _pop_param(params: dict[str, Any], name: str) -> str | None:
-    """One query-string value a filter owns (Django passes lists; the last value wins)."""
-    value = params.pop(name, None)
-    if isinstance(value, list):
-        value = value[-1] if value else None
-    return value or None
 
 
 class _ChoicesFilter(admin.SimpleListFilter):
@@ -231,66 +217,6 @@ class PriorityFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         chosen = self.RANGES.get(self.value() or "")
         return queryset if chosen is None else queryset.filter(**chosen[1])
-
-
-class TagFilter(admin.ListFilter):
-    """Has a tag: ``?tl=<label>`` or ``?tk=<key>&tv=<value>``.
-
-    Key and value travel as separate parameters, so a colon or ``=`` inside a tag round-trips
-    (nothing is ever split). The choices are the most common tags among the newest
-    :data:`TAG_SAMPLE` tag rows, so offering them costs the same on any table size.
-    """
-
-    title = "tag"
-    LABEL, KEY, VALUE = "tl", "tk", "tv"
-
-    def __init__(self, request: HttpRequest, params: dict[str, Any], model: Any, model_admin: Any) -> None:
-        super().__init__(request, params, model, model_admin)
-        self.label = _pop_param(params, self.LABEL)
-        self.key = _pop_param(params, self.KEY)
-        self.tag_value = _pop_param(params, self.VALUE)
-        for name, value in ((self.LABEL, self.label), (self.KEY, self.key), (self.VALUE, self.tag_value)):
-            if value is not None:
-                self.used_parameters[name] = value
-
-    @property
-    def selected(self) -> tuple[str, str] | None:
-        if self.label:
-            return ("", self.label)
-        if self.key and self.tag_value:
-            return (self.key, self.tag_value)
-        return None
-
-    def has_output(self) -> bool:
-        return True
-
-    def expected_parameters(self) -> list[str | None]:
-        return [self.LABEL, self.KEY, self.VALUE]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.selected is None:
-            return queryset
-        key, value = self.selected
-        return queryset.filter(pk__in=JobTag.objects.filter(key=key, value=value).values("job_id"))
-
-    def choices(self, changelist: ChangeList) -> Iterator[dict[str, Any]]:
-        everything = [self.LABEL, self.KEY, self.VALUE]
-        yield {
-            "selected": self.selected is None,
-            "query_string": changelist.get_query_string(remove=everything),
-            "display": "All",
-        }
-        recent = Counter(JobTag.objects.order_by("-id").values_list("key", "value")[:TAG_SAMPLE])
-        offered = [pair for pair, _ in recent.most_common(TAG_CHOICES)]
-        if self.selected is not None and self.selected not in offered:
-            offered.append(self.selected)
-        for key, value in offered:
-            new = {self.KEY: key, self.VALUE: value} if key else {self.LABEL: value}
-            yield {
-                "selected": self.selected == (key, value),
-                "query_string": changelist.get_query_string(new, remove=everything),
-                "display": f"{key}:{value}" if key else value,
-            }
 
 
 class RetryingFilter(admin.SimpleListFilter):

@@ -68,7 +68,6 @@ from .job_list import (
     QueueFilter,
     RetryingFilter,
     ScheduleFilter,
-    TagFilter,
     TerminalClassFilter,
     WireNameFilter,
     failure_tab,
@@ -78,6 +77,7 @@ from .job_list import (
     when_cell,
     with_last_failure,
 )
+from .job_tags import TagFilter, suggestions_response
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -476,6 +476,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
                 name="backwave_django_jobrecord_all",
             ),
             path(
+                "tag-suggestions/",
+                self.admin_site.admin_view(self.tag_suggestions_view),
+                name="backwave_django_jobrecord_tag_suggestions",
+            ),
+            path(
                 "<path:object_id>/cancel/",
                 self.admin_site.admin_view(self.cancel_view),
                 name="backwave_django_jobrecord_cancel",
@@ -496,6 +501,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def whole_filter_view(self, request: HttpRequest, action: str) -> HttpResponse:
         """GET: confirm an action over the whole filter; POST: run it (see :mod:`.job_bulk`)."""
         return whole_filter_view(self, request, action)
+
+    def tag_suggestions_view(self, request: HttpRequest) -> HttpResponse:
+        """GET: the tag filter's search suggestions as JSON (``job_tags.suggestions_response``)."""
+        return suggestions_response(request, allowed=self.has_view_permission(request))
 
     @console_button(permission=CANCEL_PERMISSION)
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

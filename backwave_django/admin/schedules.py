@@ -274,10 +274,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     @admin.display(description="next due")
     def next_due(self, row: RecurringSchedule) -> str:
-        try:
-            return timestamp(planner.resolve(row.cron, row.time_zone)(row.cursor))
-        except ValueError:
-            return "—"
+        return timestamp(planner.next_due(row.cron, row.time_zone, row.cursor)[0])
 
     @admin.display(description="catch-up")
     def policy(self, row: RecurringSchedule) -> str:

@@ -121,6 +121,17 @@ def schedule_error(cron: str, time_zone: str | None) -> str | None:
     return None
 
 
+def next_due(cron: str, time_zone: str | None, cursor: datetime) -> tuple[datetime | None, str | None]:
+    """``(next tick, None)``: the first zoned tick strictly after ``cursor`` (None when the cron
+    never fires again); or ``(None, why)`` when the cron or zone does not resolve on this host
+    (:func:`schedule_error`'s message). The one rule behind every "next due" the package shows."""
+    try:
+        next_tick = resolve(cron, time_zone)
+    except (TypeError, ValueError) as exc:
+        return None, str(exc)
+    return next_tick(cursor), None
+
+
 def due_ticks(next_tick: NextTick, cursor: datetime, now: datetime) -> list[datetime]:
     """The ticks strictly after ``cursor`` and at or before ``now``, at most MAX_TICKS_PER_POLL."""
     ticks: list[datetime] = []

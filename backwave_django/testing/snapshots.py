@@ -231,10 +231,8 @@ def read_schedules() -> list[ScheduleSnapshot]:
     """Every recurring schedule, by id."""
     snapshots = []
     for row in RecurringSchedule.objects.using(jobs_database()).order_by("schedule_id"):
-        try:
-            next_tick = planner.resolve(row.cron, row.time_zone)(row.cursor)
-        except ValueError:
-            next_tick = None  # a poisoned schedule mints nothing; the store logs why
+        # A poisoned schedule (its error set) mints nothing: no next tick; the store logs why.
+        next_tick, _ = planner.next_due(row.cron, row.time_zone, row.cursor)
         snapshots.append(
             ScheduleSnapshot(
                 schedule_id=row.schedule_id,

@@ -1,4 +1,4 @@
-"""Read models for the operator console: counts, health, the throughput series and previews.
+"""The dashboard's read models: counts, health, the throughput series and previews.
 
 Every function here only reads, does a small fixed number of aggregate queries (never one per row
 or per cell) and, where the answer depends on time, takes an explicit ``now``: the console passes
@@ -24,12 +24,13 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, Min, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
-from .conf import BackWaveSettings, get_settings
-from .core import planner
-from .core.states import HistoryPolicy, JobState
-from .core.validation import require_aware
-from .models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
-from .worker.pump import STALE_WORKER_HEARTBEATS
+from ..conf import BackWaveSettings, get_settings
+from ..core import planner
+from ..core.states import HistoryPolicy, JobState
+from ..core.validation import require_aware
+from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
+from ..worker.pump import STALE_WORKER_HEARTBEATS
+from .jobs import count_jobs
 
 #: States in lifecycle order: the columns of the queue-by-state table.
 STATE_ORDER: tuple[JobState, ...] = tuple(JobState)
@@ -65,13 +66,12 @@ class QueueDepth:
 def queue_depths() -> list[QueueDepth]:
     """Jobs per queue and state, every state included (zeros too), queues sorted by name.
 
-    One ``GROUP BY queue, state`` query. Queues with no jobs do not appear here; the overview adds
-    the queues that only have settings.
+    One ``GROUP BY queue, state`` query (:func:`~.jobs.count_jobs`). Queues with no jobs do not
+    appear here; the overview adds the queues that only have settings.
     """
     grouped: dict[str, list[int]] = defaultdict(lambda: [0] * len(STATE_ORDER))
-    rows = JobRecord.objects.order_by().values_list("queue", "state").annotate(n=Count("*"))
-    for queue, state, n in rows:
-        grouped[queue][STATE_ORDER.index(JobState(state))] = n
+    for queue, state, n in count_jobs():
+        grouped[queue][STATE_ORDER.index(state)] = n
     return [QueueDepth(queue, tuple(counts)) for queue, counts in sorted(grouped.items())]
 
 

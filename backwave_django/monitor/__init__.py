@@ -1,0 +1,128 @@
+"""The monitor: read-only queries over the job tables, for the console, for tests and for code.
+
+Nothing here writes. Every function reads the jobs' database (``jobs_database()``), does a small
+fixed number of queries (never one per row) and returns plain frozen values. docs/monitor.md
+describes each read, its ordering and its cost at scale.
+
+- :mod:`.jobs`: :func:`get_job`, :func:`list_jobs` (a :class:`JobQuery`, with the tag predicates
+  :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by ``sequence``) and
+  :func:`count_jobs`;
+- :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
+- :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
+  completion over labels, keys and values);
+- :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
+  previews), importable from here as before.
+"""
+
+from __future__ import annotations
+
+from .dashboard import (
+    PREVIEW_ROWS,
+    SERIES,
+    SERIES_LABELS,
+    STATE_ORDER,
+    THROUGHPUT_MINUTES,
+    THROUGHPUT_SCAN_LIMIT,
+    ExecutingJob,
+    FailedJob,
+    Overview,
+    QueueDepth,
+    QueueLatency,
+    QueueStatus,
+    QueueThroughput,
+    QueueThroughputs,
+    RunningJob,
+    ScheduleHealth,
+    ScheduleProblem,
+    Throughput,
+    WorkerJobs,
+    WorkerStatus,
+    executing,
+    is_worker_live,
+    needs_attention,
+    overview,
+    queue_depths,
+    queue_latency,
+    queue_statuses,
+    queue_throughput,
+    running_by_worker,
+    schedule_health,
+    state_totals,
+    throughput,
+    worker_stale_after,
+    worker_statuses,
+)
+from .history import HistoryEntry, dependency_edges, job_history
+from .jobs import (
+    MAX_PAGE,
+    HasKey,
+    HasKeyValue,
+    HasLabel,
+    JobQuery,
+    MonitorJob,
+    TagPredicate,
+    count_jobs,
+    get_job,
+    list_jobs,
+    with_tags,
+)
+from .schedules import ScheduleRow, list_schedules
+from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
+
+__all__ = [
+    "MAX_PAGE",
+    "MAX_SUGGESTIONS",
+    "PREVIEW_ROWS",
+    "SERIES",
+    "SERIES_LABELS",
+    "STATE_ORDER",
+    "THROUGHPUT_MINUTES",
+    "THROUGHPUT_SCAN_LIMIT",
+    "ExecutingJob",
+    "FailedJob",
+    "HasKey",
+    "HasKeyValue",
+    "HasLabel",
+    "HistoryEntry",
+    "JobQuery",
+    "MonitorJob",
+    "Overview",
+    "QueueDepth",
+    "QueueLatency",
+    "QueueStatus",
+    "QueueThroughput",
+    "QueueThroughputs",
+    "RunningJob",
+    "ScheduleHealth",
+    "ScheduleProblem",
+    "ScheduleRow",
+    "TagPredicate",
+    "Throughput",
+    "WorkerJobs",
+    "WorkerStatus",
+    "count_jobs",
+    "dependency_edges",
+    "executing",
+    "facet_sample",
+    "get_job",
+    "is_worker_live",
+    "job_history",
+    "list_jobs",
+    "list_schedules",
+    "needs_attention",
+    "overview",
+    "queue_depths",
+    "queue_latency",
+    "queue_statuses",
+    "queue_throughput",
+    "running_by_worker",
+    "schedule_health",
+    "state_totals",
+    "suggest_tags",
+    "tag_facet",
+    "throughput",
+    "with_tags",
+    "worker_stale_after",
+    "worker_statuses",
+]

@@ -1,0 +1,289 @@
+"""Jobs as operators read them: one job, a filtered page of jobs, and the counts by queue and state.
+
+:class:`JobQuery` says which jobs: the scalar filters (queue, state, wire name) and the tag
+predicates (:class:`HasLabel`, :class:`HasKey`, :class:`HasKeyValue`), all ANDed; no predicate
+matches every job. :func:`scoped_jobs` turns it into the one queryset every read that takes a
+query uses (:func:`list_jobs` here, ``tag_facet`` in :mod:`.tags`), so a filter means the same
+everywhere. Text is matched exactly, on MariaDB too (:class:`._sql.SameText`).
+
+Costs: :func:`get_job` is two primary-key or unique-index reads. :func:`list_jobs` walks the job
+table's primary key from the cursor (``sequence``) in the page's direction, each tag predicate a
+probe of the tag table's ``(job, key, value)`` unique index per row walked, and reads the tags of
+the rows shown in one more query; a page never costs more than one read of its rows and one of
+their tags. :func:`count_jobs` is one ``GROUP BY`` over the job table (a sequential scan).
+See docs/monitor.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeAlias
+
+from django.db.models import Count, Exists, F, OuterRef, QuerySet, Value
+
+from ..core.states import DependencyMode, JobState
+from ..core.tags import TagPair
+from ..core.validation import require_uuid
+from ..database import jobs_database
+from ..models import JobRecord, JobTag
+from ._sql import Ordinal, SameText, text
+
+#: A page of :func:`list_jobs` holds at most this many jobs, whatever ``max_results`` asks for.
+MAX_PAGE = 200
+
+
+def _tag_part(owner: str, name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{owner}: {name} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(
+            f"{owner}: {name} must be non-empty (tags never have an empty value, and a label is "
+            "HasLabel(value), not a key of \"\")"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class HasLabel:
+    """The job carries the label ``value`` (a tag with no key)."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        _tag_part("HasLabel", "value", self.value)
+
+
+@dataclass(frozen=True)
+class HasKey:
+    """The job carries some tag under ``key``, whatever its value (a label has no key)."""
+
+    key: str
+
+    def __post_init__(self) -> None:
+        _tag_part("HasKey", "key", self.key)
+
+
+@dataclass(frozen=True)
+class HasKeyValue:
+    """The job carries the keyed tag ``key`` = ``value``."""
+
+    key: str
+    value: str
+
+    def __post_init__(self) -> None:
+        _tag_part("HasKeyValue", "key", self.key)
+        _tag_part("HasKeyValue", "value", self.value)
+
+
+TagPredicate: TypeAlias = HasLabel | HasKey | HasKeyValue
+
+
+def _state(value: object) -> JobState | None:
+    if value is None or isinstance(value, JobState):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in JobState.values:
+        return JobState(value)
+    known = ", ".join(f"{int(state)} ({state.label})" for state in JobState)
+    raise ValueError(f"JobQuery: unknown job state {value!r}; a JobState or one of {known}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"JobQuery: {name} must be a str or None, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs to read: every filter given, ANDed (None, or no tag predicates, matches all).
+
+    ``after_sequence`` is the paging cursor, relative to the direction: oldest first reads the
+    jobs with a ``sequence`` above it, newest first those below it. ``max_results`` is capped at
+    :data:`MAX_PAGE`; zero or less reads nothing. :func:`tag_facet <.tags.tag_facet>` takes a
+    query for its filters only and ignores the paging fields.
+    """
+
+    queue: str | None = None
+    state: JobState | int | None = None
+    wire_name: str | None = None
+    tags: tuple[TagPredicate, ...] = ()
+    after_sequence: int | None = None
+    newest_first: bool = False
+    max_results: int = 50
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", _state(self.state))
+        _optional_str("queue", self.queue)
+        _optional_str("wire_name", self.wire_name)
+        tags = self.tags
+        if isinstance(tags, HasLabel | HasKey | HasKeyValue | str) or not isinstance(tags, tuple | list):
+            raise TypeError(f"JobQuery: tags is a tuple of HasLabel, HasKey or HasKeyValue, not {tags!r}")
+        for predicate in tags:
+            if not isinstance(predicate, HasLabel | HasKey | HasKeyValue):
+                raise TypeError(
+                    f"JobQuery: each tag predicate is a HasLabel, HasKey or HasKeyValue, got {predicate!r}"
+                )
+        object.__setattr__(self, "tags", tuple(tags))
+        if self.after_sequence is not None and not _is_int(self.after_sequence):
+            raise TypeError(f"JobQuery: after_sequence must be an int or None, got {self.after_sequence!r}")
+        if not _is_int(self.max_results):
+            raise TypeError(f"JobQuery: max_results must be an int, got {self.max_results!r}")
+        if not isinstance(self.newest_first, bool):
+            raise TypeError(f"JobQuery: newest_first must be a bool, got {self.newest_first!r}")
+
+    @property
+    def filters_anything(self) -> bool:
+        """Whether any filter narrows the jobs (the paging fields are not filters)."""
+        return any(value is not None for value in (self.queue, self.state, self.wire_name)) or bool(self.tags)
+
+
+def tag_condition(predicate: TagPredicate, job: str = "pk") -> Exists:
+    """The job (``OuterRef(job)``) carries a tag matching ``predicate``: a probe of the tag table's
+    ``(job, key, value)`` unique index."""
+    tags = JobTag.objects.filter(job_id=OuterRef(job))
+    if isinstance(predicate, HasLabel):
+        key, value = "", predicate.value
+    elif isinstance(predicate, HasKeyValue):
+        key, value = predicate.key, predicate.value
+    else:
+        return Exists(tags.filter(SameText(F("key"), Value(predicate.key))))
+    return Exists(tags.filter(SameText(F("key"), Value(key)), SameText(F("value"), Value(value))))
+
+
+def with_tags(jobs: QuerySet[Any], predicates: Iterable[TagPredicate]) -> QuerySet[Any]:
+    """``jobs`` narrowed to those matching every tag predicate (the console's tag filter uses it too)."""
+    for predicate in predicates:
+        jobs = jobs.filter(tag_condition(predicate))
+    return jobs
+
+
+def scoped_jobs(query: JobQuery | None) -> QuerySet[JobRecord]:
+    """The jobs a query's filters select (its paging fields ignored); every job for None."""
+    jobs = JobRecord.objects.using(jobs_database()).all()
+    if query is None:
+        return jobs
+    if not isinstance(query, JobQuery):
+        raise TypeError(f"expected a JobQuery, got {type(query).__name__}")
+    for name in ("queue", "wire_name"):
+        wanted = getattr(query, name)
+        if wanted is not None:
+            jobs = jobs.filter(SameText(F(name), Value(wanted)))
+    if query.state is not None:
+        jobs = jobs.filter(state=query.state)
+    return with_tags(jobs, query.tags)
+
+
+# --- Rows ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorJob:
+    """A job as the monitor shows it to operators: every column of the job row except the payload
+    and the output (which can be large and are sensitive: read them with
+    ``backwave_django.results.get_job`` or on the console's job page), and its tags."""
+
+    sequence: int
+    job_id: uuid.UUID
+    wire_name: str
+    queue: str
+    state: JobState
+    priority: int
+    attempt: int
+    max_attempts: int | None
+    backoff: Any
+    timeout: float | None
+    due_time: datetime
+    enqueued_at: datetime
+    lease_owner: str | None
+    lease_expiry: datetime | None
+    cancel_requested: bool
+    terminal_at: datetime | None
+    terminal_cause: str | None
+    parents_remaining: int
+    mode: DependencyMode
+    schedule_id: str | None
+    workflow_id: uuid.UUID | None
+    unique_key: str | None
+    next_ordinal: int
+    #: The last progress its handler recorded (``{"done", "total", "note", "at"}``), or None.
+    progress: Any
+    #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
+    tags: tuple[TagPair, ...] = field(default=())
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+
+#: The columns a :class:`MonitorJob` is read from, in field order (all but payload and output).
+COLUMNS = tuple(name for name in MonitorJob.__dataclass_fields__ if name != "tags")
+
+
+def _tags_of(sequences: list[int]) -> dict[int, tuple[TagPair, ...]]:
+    """The tags of these jobs, in one query."""
+    found: dict[int, list[TagPair]] = defaultdict(list)
+    if sequences:
+        rows = JobTag.objects.using(jobs_database()).filter(job_id__in=sequences)
+        for job, key, value in rows.values_list("job_id", "key", "value"):
+            found[job].append((key, value))
+    return {job: tuple(sorted(pairs)) for job, pairs in found.items()}
+
+
+def _rows(values: list[tuple[Any, ...]]) -> list[MonitorJob]:
+    tags = _tags_of([row[0] for row in values])
+    jobs = []
+    for row in values:
+        fields = dict(zip(COLUMNS, row, strict=True))
+        fields["state"] = JobState(fields["state"])
+        fields["mode"] = DependencyMode(fields["mode"])
+        jobs.append(MonitorJob(**fields, tags=tags.get(row[0], ())))
+    return jobs
+
+
+def get_job(job_id: uuid.UUID) -> MonitorJob | None:
+    """The committed job with this id and its tags, or None (never enqueued, or purged)."""
+    require_uuid("job_id", job_id)
+    values = list(JobRecord.objects.using(jobs_database()).filter(job_id=job_id).values_list(*COLUMNS))
+    found = _rows(values)
+    return found[0] if found else None
+
+
+def list_jobs(query: JobQuery | None = None) -> list[MonitorJob]:
+    """One page of the jobs ``query`` selects, in ``sequence`` order (oldest first by default).
+
+    The next page: the same query with ``after_sequence`` set to the last row's ``sequence``.
+    Rows inserted behind the cursor while paging are not seen; rows are never seen twice.
+    """
+    query = JobQuery() if query is None else query
+    jobs = scoped_jobs(query)
+    limit = min(query.max_results, MAX_PAGE)
+    if limit <= 0:
+        return []
+    after = query.after_sequence
+    if query.newest_first:
+        jobs = jobs if after is None else jobs.filter(sequence__lt=after)
+        jobs = jobs.order_by("-sequence")
+    else:
+        jobs = jobs if after is None else jobs.filter(sequence__gt=after)
+        jobs = jobs.order_by("sequence")
+    return _rows(list(jobs.values_list(*COLUMNS)[:limit]))
+
+
+def count_jobs() -> list[tuple[str, JobState, int]]:
+    """``(queue, state, count)`` for every queue and state holding at least one job, by queue
+    (in code-point order) then state. One ``GROUP BY`` over the job table."""
+    rows = (
+        JobRecord.objects.using(jobs_database())
+        .order_by()
+        .values_list(Ordinal("queue"), "state")
+        .annotate(n=Count("*"))
+    )
+    return sorted((text(queue), JobState(state), n) for queue, state, n in rows)
