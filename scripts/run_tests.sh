@@ -192,16 +192,18 @@ fi
 
 echo
 echo "backwave test summary ($venv):"
-echo "    postgres: $postgres_result"
-echo "    sqlite:   $sqlite_result"
-echo "    mariadb:  $mariadb_result"
+echo "    postgres:  $postgres_result"
+echo "    sqlite:    $sqlite_result"
+echo "    mariadb:   $mariadb_result"
 echo "    pgbouncer: $pgbouncer_result"
 echo "    example project: $example_result"
 if [[ $mariadb_result == SKIPPED* ]]; then
     banner "MariaDB leg SKIPPED, not passed: ${mariadb_result%% -- *}"
 fi
-if [[ $pgbouncer_result == SKIPPED* || $pgbouncer_result == "FAILED (pgbouncer not installed"* ]]; then
-    banner "PgBouncer leg ${pgbouncer_result%% -- *}"
+if [[ $pgbouncer_result == SKIPPED* ]]; then
+    banner "PgBouncer leg SKIPPED, not passed: ${pgbouncer_result%% -- *}"
+elif [[ $pgbouncer_result == "FAILED (pgbouncer not installed"* ]]; then
+    banner "PgBouncer leg FAILED: pgbouncer is not installed and CI=true (apt-get install pgbouncer)"
 fi
 if [[ $postgres_result == SKIPPED* ]]; then
     banner "PostgreSQL NOT REACHABLE -- the PostgreSQL half of the suite was SKIPPED, not passed."
