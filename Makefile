@@ -2,7 +2,7 @@
 # each creates the virtualenv it needs on first use.
 #
 #   make venv           .venv: Python >= 3.12, Django 6.1, the package in editable mode with [postgres,dev]
-#   make test           the whole suite on PostgreSQL, SQLite, then MariaDB (PYTEST_ARGS="-k fence" passes args on)
+#   make test           the whole suite on PostgreSQL, SQLite, MariaDB, then a leg through PgBouncer (PYTEST_ARGS="-k fence" passes args on)
 #   make test-django52  compatibility legs in .venv-dj52 (Python 3.11, Django 5.2 LTS): PostgreSQL, SQLite subset
 #   make lint           ruff check and mypy
 #   make demo           the example project: admin console and worker together on SQLite (PORT=8000)

@@ -224,3 +224,82 @@ def check_observers(
         )
         for observer_id in sorted(definitions())
     ]
+
+
+@register()
+def check_database_aliases(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """``backwave.E006``: ``DATABASE`` and ``LISTEN_DATABASE`` name aliases of ``DATABASES``, and
+    the routers send the job models to ``DATABASE`` when it is set."""
+    if settings_errors():
+        return []  # reported by check_settings
+    from .conf import get_settings
+
+    resolved = get_settings()
+    messages: list[CheckMessage] = []
+
+    def error(message: str, hint: str) -> None:
+        messages.append(Error(message, hint=hint, obj=f"settings.{SETTING_NAME}", id="backwave.E006"))
+
+    known = ", ".join(sorted(settings.DATABASES))
+    for key, alias in (("DATABASE", resolved.database), ("LISTEN_DATABASE", resolved.listen_database)):
+        if alias is not None and alias not in settings.DATABASES:
+            error(
+                f"BACKWAVE[{key!r}] is {alias!r}, which is not an alias in DATABASES ({known}).",
+                hint=f"Add DATABASES[{alias!r}] or name one of the existing aliases. See docs/operations.md.",
+            )
+    if messages:
+        return messages
+    routed = jobs_database()
+    if resolved.database is not None and routed != resolved.database:
+        error(
+            f"BACKWAVE['DATABASE'] is {resolved.database!r}, but the database routers send the job "
+            f"models to {routed!r}.",
+            hint='Put "backwave_django.routers.JobsRouter" first in DATABASE_ROUTERS. '
+            'See docs/operations.md, "The job tables on their own database".',
+        )
+    return messages
+
+
+@register(Tags.database)
+def check_pooler(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """``backwave.W003``, ``W004``: what breaks when a pooler in transaction mode sits in front of
+    the jobs' PostgreSQL (see ``poolers``). Silent when it cannot connect to tell."""
+    from .poolers import behind_pooler, session_state_options
+
+    alias = jobs_database()
+    if (databases is not None and alias not in databases) or check_database_aliases():
+        return []  # not asked about this database, or an alias to be fixed first (E006)
+    from .database import listen_database
+
+    listen = listen_database()
+    messages: list[CheckMessage] = []
+    if behind_pooler(connections[listen]):
+        messages.append(
+            Warning(
+                f"The workers LISTEN for wake-up hints and cancel requests on database {listen!r}, which "
+                "reaches PostgreSQL through a connection pooler. In transaction mode the pooler hands "
+                "the session back after each statement, and notifications never arrive: workers fall "
+                "back to polling, and cancel requests wait for the next heartbeat.",
+                hint="Add an alias that connects to the same PostgreSQL database directly and name it in "
+                "BACKWAVE['LISTEN_DATABASE'] (or ignore this for a session-mode pool). "
+                'See docs/operations.md, "PgBouncer".',
+                obj=f"DATABASES[{listen!r}]",
+                id="backwave.W003",
+            )
+        )
+    if behind_pooler(connections[alias]):
+        messages.extend(
+            Warning(
+                f"Database {alias!r} reaches PostgreSQL through a connection pooler, and {problem}",
+                hint="Behind a pooler in transaction mode no server-side state may outlive a transaction "
+                '(ignore this for a session-mode pool). See docs/operations.md, "PgBouncer".',
+                obj=f"DATABASES[{alias!r}]",
+                id="backwave.W004",
+            )
+            for problem in session_state_options(connections[alias].settings_dict)
+        )
+    return messages

@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": {},
     # The console's actions over a whole filter ask for a second confirmation above this many jobs.
     "CONSOLE_BULK_LIMIT": 10_000,
+    "DATABASE": None,  # None: wherever the routers send the job models ("default" without one)
+    "LISTEN_DATABASE": None,  # None: the jobs' own alias
 }
 
 _POSITIVE_INTS = (
@@ -107,6 +109,8 @@ class BackWaveSettings:
     prune_schedules: bool
     queues: Mapping[str, Mapping[str, Any]]
     console_bulk_limit: int
+    database: str | None
+    listen_database: str | None
 
 
 def env_flag(name: str) -> bool:
@@ -129,6 +133,14 @@ def _flag(value: Any, key: str, errors: list[str]) -> bool:
         errors.append(f"{key} must be True or False, got {value!r}.")
         return True
     return value
+
+
+def _alias(value: Any, key: str, errors: list[str]) -> str | None:
+    """A database alias or None (whether ``DATABASES`` has it is checked once apps are ready: E006)."""
+    if value is None or (isinstance(value, str) and value):
+        return value
+    errors.append(f"{key} must be a database alias (a key of DATABASES) or None, got {value!r}.")
+    return None
 
 
 def _history(value: Any, errors: list[str]) -> HistoryPolicy:
@@ -294,6 +306,8 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         schedules=_schedules(merged["SCHEDULES"], errors),
         prune_schedules=_flag(merged["PRUNE_SCHEDULES"], "PRUNE_SCHEDULES", errors),
         queues=_queues(merged["QUEUES"], errors),
+        database=_alias(merged["DATABASE"], "DATABASE", errors),
+        listen_database=_alias(merged["LISTEN_DATABASE"], "LISTEN_DATABASE", errors),
     )
     return resolved, errors
 
@@ -315,6 +329,16 @@ def get_settings() -> BackWaveSettings:
     if errors:
         raise ImproperlyConfigured("Invalid settings.BACKWAVE:\n- " + "\n- ".join(errors))
     return resolved
+
+
+def resolved_settings() -> BackWaveSettings:
+    """The settings as far as they resolve, never raising: an invalid value reads as its default.
+
+    For code that must keep working while an unrelated key is wrong, such as the database router
+    (``manage.py check`` reports the problem as ``backwave.E001``). Everything else uses
+    :func:`get_settings`.
+    """
+    return _load_cached()[0]
 
 
 def reset() -> None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the whole test suite on PostgreSQL, on SQLite, then on MariaDB when its driver and server are there.
+# Run the whole test suite on PostgreSQL, on SQLite, then on MariaDB when its driver and server are there,
+# then the store, worker and console tests again through PgBouncer in transaction pooling mode.
 #
 #   scripts/run_tests.sh [pytest args...]
 #
@@ -83,6 +84,12 @@ db_dependent=(tests/store tests/worker tests/faults tests/test_bad_input.py test
 postgres_args=()
 sqlite_args=()
 mariadb_args=("${db_dependent[@]}")
+# PgBouncer (transaction pooling, started by the test session itself: tests/pgbouncer.py) between
+# the tests and PostgreSQL: the store, the worker and the console pages, kept to a few minutes by
+# leaving out the two slowest files (the store's state machine, the console's permission matrix),
+# which add nothing about the connection that the rest do not.
+pgbouncer_args=(tests/store tests/worker tests/admin
+    --ignore tests/store/test_state_machine.py --ignore tests/admin/test_security_matrix.py)
 if [[ ${BACKWAVE_COMPAT_LEGS:-} == 1 ]]; then
     postgres_args=(-m "not browser" --ignore tests/torture --ignore tests/faults)
     sqlite_args=(tests/store tests/test_checks.py tests/test_migrations.py tests/testing)
@@ -92,6 +99,7 @@ if [[ $# -gt 0 ]]; then
     postgres_args=()
     sqlite_args=()
     mariadb_args=()
+    pgbouncer_args=()
 fi
 
 postgres_result=""
@@ -135,6 +143,25 @@ else
     fi
 fi
 
+# PgBouncer: run when the Debian package's binary is there and PostgreSQL answers; without the
+# binary the leg is skipped loudly, and under CI=true that fails the run.
+pgbouncer_result=""
+if [[ $postgres_result == SKIPPED* || $postgres_result == *"not reachable"* ]]; then
+    pgbouncer_result="SKIPPED (PostgreSQL not reachable) -- NOT PASSED"
+elif [[ ${BACKWAVE_COMPAT_LEGS:-} == 1 ]]; then
+    pgbouncer_result="not run in the compatibility legs (the main legs run it)"
+elif ! command -v pgbouncer >/dev/null 2>&1 && [[ ! -x /usr/sbin/pgbouncer ]]; then
+    if [[ ${CI:-} == true ]]; then
+        pgbouncer_result="FAILED (pgbouncer not installed, CI=true: apt-get install pgbouncer)"
+        failed=1
+    else
+        pgbouncer_result="SKIPPED (pgbouncer not installed: apt-get install pgbouncer) -- NOT PASSED"
+    fi
+else
+    run_suite pgbouncer "${pgbouncer_args[@]}" "$@" || failed=1
+    pgbouncer_result=$verdict
+fi
+
 # The example project has its own settings and suite (example_project/tests): SQLite, then
 # PostgreSQL through DATABASE_URL. Skipped when pytest arguments were given (they select tests of
 # the main suite).
@@ -166,12 +193,18 @@ fi
 
 echo
 echo "backwave test summary ($venv):"
-echo "    postgres: $postgres_result"
-echo "    sqlite:   $sqlite_result"
-echo "    mariadb:  $mariadb_result"
+echo "    postgres:  $postgres_result"
+echo "    sqlite:    $sqlite_result"
+echo "    mariadb:   $mariadb_result"
+echo "    pgbouncer: $pgbouncer_result"
 echo "    example project: $example_result"
 if [[ $mariadb_result == SKIPPED* ]]; then
     banner "MariaDB leg SKIPPED, not passed: ${mariadb_result%% -- *}"
+fi
+if [[ $pgbouncer_result == SKIPPED* ]]; then
+    banner "PgBouncer leg SKIPPED, not passed: ${pgbouncer_result%% -- *}"
+elif [[ $pgbouncer_result == "FAILED (pgbouncer not installed"* ]]; then
+    banner "PgBouncer leg FAILED: pgbouncer is not installed and CI=true (apt-get install pgbouncer)"
 fi
 if [[ $postgres_result == SKIPPED* ]]; then
     banner "PostgreSQL NOT REACHABLE -- the PostgreSQL half of the suite was SKIPPED, not passed."

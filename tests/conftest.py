@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +12,9 @@ from django.db import connection
 from backwave_django import conf, store
 from backwave_django.core.outcomes import NewJob, OutcomeReport, Success
 from backwave_django.core.states import EnqueueResult
+
+from . import pgbouncer as pgbouncer_leg
+from .pgbouncer import PgBouncer
 
 #: The conformance epoch: every store test runs on virtual time from here.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -24,12 +27,47 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("BACKWAVE_TEST_DB", "postgres") == "postgres":
+    if pgbouncer_leg.leg_active():
+        pooled = pytest.mark.skip(reason="keeps session state, which PgBouncer's transaction pooling cannot")
+        for item in items:
+            if "session_bound" in item.keywords:
+                item.add_marker(pooled)
+    if os.environ.get("BACKWAVE_TEST_DB", "postgres") in ("postgres", "pgbouncer"):
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (row locks, SKIP LOCKED, concurrent sessions)")
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def pgbouncer() -> Iterator[PgBouncer]:
+    """A PgBouncer of this test's own, in transaction mode, running in front of the test PostgreSQL
+    (tests/pgbouncer.py). Skipped loudly without the binary; a failure under CI=true."""
+    bouncer = PgBouncer()
+    try:
+        bouncer.start()
+        yield bouncer
+    finally:
+        bouncer.close()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> Iterator[None]:
+    """On the ``pgbouncer`` leg, start the session's PgBouncer before the test database is created
+    through it (replaces pytest-django's fixture of this name, which does nothing else)."""
+    if pgbouncer_leg.leg_active():
+        pgbouncer_leg.start_leg()
+    yield
+    pgbouncer_leg.end_leg()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test databases; on the ``pgbouncer`` leg the session's PgBouncer stops before
+    they are dropped (its idle server sessions would keep the test database open)."""
+    yield
+    pgbouncer_leg.end_leg()
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""Test settings. ``BACKWAVE_TEST_DB`` picks the database: ``postgres`` (default), ``sqlite`` or ``mariadb``.
+"""Test settings. ``BACKWAVE_TEST_DB`` picks the database: ``postgres`` (default), ``sqlite``,
+``mariadb`` or ``pgbouncer`` (PostgreSQL through a PgBouncer in transaction mode).
 
 PostgreSQL is reached through the usual libpq variables (``PGHOST``, ``PGPORT``, ``PGUSER``),
 defaulting to the local server with trust auth; pytest-django creates ``test_backwave``.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from typing import Any
 
 SECRET_KEY = "backwave-tests-not-secret"
 USE_TZ = True
@@ -52,6 +54,7 @@ TEMPLATES = [
 ]
 
 DATABASE = os.environ.get("BACKWAVE_TEST_DB", "postgres")
+DATABASES: dict[str, dict[str, Any]]
 if DATABASE == "sqlite":
     # A file, not :memory:, so that worker subprocesses can share the test database.
     _sqlite_test_path = os.environ.get("BACKWAVE_SQLITE_PATH") or os.path.join(
@@ -65,19 +68,40 @@ if DATABASE == "sqlite":
             "TEST": {"NAME": _sqlite_test_path},
         }
     }
-elif DATABASE == "postgres":
+elif DATABASE in ("postgres", "pgbouncer"):
+    _server = {
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+        "PORT": os.environ.get("PGPORT", "5432"),
+        "USER": os.environ.get("PGUSER", "postgres"),
+        "PASSWORD": os.environ.get("PGPASSWORD", ""),
+    }
+    _test_name = os.environ.get("BACKWAVE_PG_TEST_NAME", "test_backwave")
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.postgresql",
+            **_server,
             # A worker subprocess is pointed straight at the test database with BACKWAVE_DB_NAME.
             "NAME": os.environ.get("BACKWAVE_DB_NAME") or os.environ.get("PGDATABASE", "postgres"),
-            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
-            "PORT": os.environ.get("PGPORT", "5432"),
-            "USER": os.environ.get("PGUSER", "postgres"),
-            "PASSWORD": os.environ.get("PGPASSWORD", ""),
-            "TEST": {"NAME": os.environ.get("BACKWAVE_PG_TEST_NAME", "test_backwave")},
-        }
+            "TEST": {"NAME": _test_name},
+        },
+        # A database of the job tables' own (tests/operations/test_jobs_database.py); its test
+        # database is only created for the tests that ask for it.
+        "jobs": {
+            **_server,
+            "NAME": os.environ.get("BACKWAVE_JOBS_DB_NAME") or os.environ.get("PGDATABASE", "postgres"),
+            "TEST": {"NAME": f"{_test_name}_jobs"},
+        },
     }
+    # The test database again, always reached directly: the LISTEN alias of the pgbouncer leg.
+    DATABASES["listen"] = {**_server, "NAME": DATABASES["default"]["NAME"], "TEST": {"MIRROR": "default"}}
+    if DATABASE == "pgbouncer":
+        # The jobs' alias goes through a PgBouncer in transaction mode (started by the test session,
+        # tests/pgbouncer.py, which passes its port on); LISTEN goes straight to PostgreSQL.
+        DATABASES["default"]["PORT"] = os.environ.get("BACKWAVE_PGBOUNCER_PORT", "6432")
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        BACKWAVE.setdefault("LISTEN_DATABASE", "listen")
+    if BACKWAVE.get("DATABASE"):
+        DATABASE_ROUTERS = ["backwave_django.routers.JobsRouter"]
 elif DATABASE == "mariadb":
     DATABASES = {
         "default": {
@@ -95,7 +119,9 @@ elif DATABASE == "mariadb":
         }
     }
 else:
-    raise RuntimeError(f"BACKWAVE_TEST_DB must be 'postgres', 'sqlite' or 'mariadb', got {DATABASE!r}")
+    raise RuntimeError(
+        f"BACKWAVE_TEST_DB must be 'postgres', 'pgbouncer', 'sqlite' or 'mariadb', got {DATABASE!r}"
+    )
 
 # The Django Tasks backend (backwave_django.tasks) needs Django 6.0+; tests/tasks skip on 5.2.
 import django  # noqa: E402

@@ -1,5 +1,8 @@
 """Wake-up hints and cancel requests: PostgreSQL ``LISTEN`` on a dedicated connection.
 
+The connection is made with the settings of ``BACKWAVE["LISTEN_DATABASE"]`` (the jobs' alias by
+default): ``LISTEN`` needs a session of its own, which a pooler in transaction mode cannot give.
+
 Hints are an optimisation only: they may be lost, duplicated or late, and correctness comes
 from polling (wake-ups) and from the heartbeats (cancel requests, which also carry the flag).
 On other databases there is nothing to listen to and the worker simply polls.
@@ -14,6 +17,7 @@ from collections.abc import Callable, Collection
 from django.db import connections
 
 from .. import store
+from ..poolers import announces_other_process
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -60,9 +64,19 @@ class HintListener:
         params = connections[self.using].get_connection_params()
         for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
             params.pop(key, None)
+        warned = False
         while not self.stopping.is_set():
             try:
                 with psycopg.connect(**params, autocommit=True) as connection:
+                    if not warned and announces_other_process(connection):
+                        warned = True
+                        logger.warning(
+                            "Listening for wake-up hints through a connection pooler (database %r); "
+                            "in transaction mode no notification arrives, so this worker polls and "
+                            "hears cancel requests only with its heartbeats. Name a direct alias in "
+                            "BACKWAVE['LISTEN_DATABASE'] (docs/operations.md, \"PgBouncer\").",
+                            self.using,
+                        )
                     connection.execute(f"LISTEN {store.HINT_CHANNEL}")
                     if self.cancel is not None:
                         connection.execute(f"LISTEN {store.CANCEL_CHANNEL}")

@@ -37,7 +37,7 @@ from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
-from ..database import jobs_database
+from ..database import jobs_database, listen_database
 from ..observers import definitions
 from .execution import Executor, Finished, Running
 from .hints import HintListener
@@ -202,9 +202,10 @@ class Worker:
                 worker_id=self.worker_id, observers=observers, settings=self.settings
             )
             self.observer_pump.start()
-        if HintListener.available(self.using):
+        listen = listen_database()
+        if HintListener.available(self.using) and HintListener.available(listen):
             self.hints = HintListener(
-                using=self.using, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
+                using=listen, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
             )
             self.hints.start()
         logger.info(

@@ -534,12 +534,15 @@ def test_concurrent_cascades_never_deadlock_and_resolve_each_child_once(failing_
 
 
 class Session(threading.Thread):
-    """One thread with its own database session, driven step by step by the test."""
+    """One thread with its own database session, driven step by step by the test.
+
+    It goes by its name as its ``application_name``, which also finds its server process behind
+    a transaction-mode pooler (PgBouncer re-applies the name to whichever server serves it).
+    """
 
     def __init__(self, name: str, body: Callable[[Session], Any]) -> None:
         super().__init__(name=name, daemon=True)
         self.body = body
-        self.pid: int | None = None
         self.result: Any = None
         self.error: str | None = None
         self.ready = threading.Event()
@@ -547,8 +550,7 @@ class Session(threading.Thread):
     def run(self) -> None:
         try:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                self.pid = cursor.fetchone()[0]
+                cursor.execute("SELECT set_config('application_name', %s, false)", [self.name])
             self.ready.set()
             self.result = self.body(self)
         except BaseException:
@@ -569,7 +571,11 @@ def wait_until_blocked(session: Session, timeout: float = 10.0) -> None:
     while time.monotonic() < deadline:
         assert session.is_alive(), session.error
         with connection.cursor() as cursor:
-            cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [session.pid])
+            cursor.execute(
+                "SELECT wait_event_type FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                [session.name],
+            )
             found = cursor.fetchone()
         if found and found[0] == "Lock":
             return

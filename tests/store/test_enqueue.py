@@ -211,9 +211,11 @@ def test_malformed_calls_raise_naming_the_argument():
 @pytest.mark.django_db(transaction=True)
 def test_a_due_enqueue_sends_a_hint_on_commit_only():
     import psycopg
-    from django.db import connection
+    from django.db import connections
 
-    params = connection.get_connection_params()
+    from backwave_django.database import listen_database
+
+    params = connections[listen_database()].get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
     with psycopg.connect(**params, autocommit=True) as listener:

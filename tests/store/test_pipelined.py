@@ -101,6 +101,7 @@ def test_a_limited_queue_keeps_its_place_and_its_limit() -> None:
     assert _idle()
 
 
+@pytest.mark.session_bound  # SET lock_timeout
 def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> None:
     job = enqueue(queue="a")
     with connection.cursor() as cursor:

@@ -10,7 +10,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connections
 
 from backwave_django import (
     EnqueueResult,
@@ -230,7 +230,9 @@ def test_retry_now_makes_a_job_waiting_for_a_retry_due_now_and_is_audited():
 def test_cancelling_a_running_job_sends_its_id_on_the_cancel_channel():
     import psycopg
 
-    params = connection.get_connection_params()
+    from backwave_django.database import listen_database
+
+    params = connections[listen_database()].get_connection_params()
     for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
         params.pop(key, None)
     job_id = enqueue()

@@ -38,6 +38,14 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def database_leg() -> str:
+    """The ``BACKWAVE_TEST_DB`` that gets a worker to the database this test process uses (on the
+    pgbouncer leg, through the same PgBouncer)."""
+    if connection.vendor == "postgresql":
+        return "pgbouncer" if os.environ.get("BACKWAVE_TEST_DB") == "pgbouncer" else "postgres"
+    return {"mysql": "mariadb"}.get(connection.vendor, connection.vendor)
+
+
 class Workers:
     """Starts worker subprocesses and makes sure none outlives the test."""
 
@@ -45,17 +53,18 @@ class Workers:
         self.tmp_path = tmp_path
         self.processes: list[subprocess.Popen[str]] = []
         self.settings = dict(FAST)
+        #: More environment for the workers started from now on (e.g. another database to use).
+        self.environ: dict[str, str] = {}
 
     def env(self, **overrides: Any) -> dict[str, str]:
         return {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "PYTHONPATH": str(ROOT),
-            "BACKWAVE_TEST_DB": {"postgresql": "postgres", "mysql": "mariadb"}.get(
-                connection.vendor, connection.vendor
-            ),
+            "BACKWAVE_TEST_DB": database_leg(),
             "BACKWAVE_DB_NAME": str(connection.settings_dict["NAME"]),
             "BACKWAVE_TEST_SETTINGS": json.dumps({**self.settings, **overrides}),
+            **self.environ,
         }
 
     def command(self, *args: str) -> list[str]:
