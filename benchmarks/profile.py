@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--concurrency", type=int, default=None, help="the worker's slots (default BACKWAVE['CONCURRENCY'])"
     )
     parser.add_argument(
+        "--prefetch", type=int, default=None, help="the worker's prefetch (default BACKWAVE['PREFETCH'])"
+    )
+    parser.add_argument(
         "--db",
         default=os.environ.get("BACKWAVE_BENCH_DB", "backwave_bench"),
         help="scratch database, dropped and re-created (default backwave_bench, or $BACKWAVE_BENCH_DB)",
@@ -48,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--n must be at least 1")
     if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
+    if args.prefetch is not None and args.prefetch < 0:
+        parser.error("--prefetch must be at least 0")
     return args
 
 
@@ -138,7 +143,10 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     store.claim = claims.wrap(store_claim, lambda args_, kwargs, result: len(result))
     store.report_outcomes = writes.wrap(store_report, lambda args_, kwargs, result: len(args_[0]))
     concurrency = args.concurrency or get_settings().concurrency
-    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=concurrency, burst=True))
+    options = WorkerOptions(
+        dispatch=StrictDispatch(["default"]), concurrency=concurrency, burst=True, prefetch=args.prefetch
+    )
+    worker = Worker(options)
     try:
         cpu_before, pg_before = time.process_time(), postgres_cpu_seconds()
         worker.run()
@@ -152,7 +160,8 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     elapsed = writes.spans[-1][1] - claims.spans[0][0]
     gaps = [later[0] - earlier[1] for earlier, later in zip(claims.spans, claims.spans[1:], strict=False)]
     print(
-        f"{args.n:,} noops, --concurrency {concurrency}: {args.n / elapsed:,.0f} jobs/s "
+        f"{args.n:,} noops, --concurrency {concurrency}, prefetch {worker.prefetch}: "
+        f"{args.n / elapsed:,.0f} jobs/s "
         f"({elapsed:.2f} s from the first claim to the last write)\n"
         f"CPU per job: this process {cpu / args.n * 1e6:.0f} µs, PostgreSQL {pg / args.n * 1e6:.0f} µs\n"
         f"claims: {claims.summary()}\n"

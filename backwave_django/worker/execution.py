@@ -69,6 +69,8 @@ class Running:
     finished: bool = False
     #: The handler's thread was abandoned past its timeout's grace (and replaced).
     thread_retired: bool = False
+    #: Set with the attempt's outcome when a job thread waits on an ``async def`` handler.
+    decided: threading.Event | None = None
 
     @property
     def timed_out(self) -> bool:
@@ -266,6 +268,26 @@ class JobThreads:
             self.calls.clear()
             self.ready.notify_all()
 
+    def pending(self) -> int:
+        """How many calls wait for a thread (prefetched jobs not started yet)."""
+        return len(self.calls)
+
+    def take_pending(self) -> list[_Call]:
+        """Remove and return every call no thread has taken yet: they will never run."""
+        with self.lock:
+            taken = list(self.calls)
+            self.calls.clear()
+            return taken
+
+    def withdraw(self, first_arg: object) -> bool:
+        """Remove the waiting call whose first argument is ``first_arg``; False once it started."""
+        with self.lock:
+            for index, (_, args) in enumerate(self.calls):
+                if args and args[0] is first_arg:
+                    del self.calls[index]
+                    return True
+            return False
+
     def _next(self) -> _Call | None:
         with self.lock:
             if threading.get_ident() in self.retired:
@@ -322,8 +344,15 @@ class Executor:
         self.abandoned_lock = threading.Lock()
 
     def start_many(self, batch: list[Running]) -> None:
-        """Route and start a claimed batch: sync handlers go to the job threads in one hand-off."""
-        sync_calls: list[_Call] = []
+        """Route a claimed batch and hand it to the job threads in one hand-off.
+
+        Every attempt, sync or async, takes one job thread while its handler runs (an ``async
+        def`` handler runs on the event loop while its thread waits for the outcome), so at most
+        ``concurrency`` handlers run at once. A batch larger than the idle threads (the pump's
+        prefetch) waits in the threads' queue, and a thread that finishes takes the next job at
+        once; its time limit starts only then, when its handler starts.
+        """
+        calls: list[_Call] = []
         for running in batch:
             if running.claimed.cancel_requested:
                 running.context.request_cancel()  # a retried job whose cancel flag is still raised
@@ -331,11 +360,22 @@ class Executor:
             if isinstance(routed, Finished):
                 self.on_finished(routed)
             elif routed.definition.is_async:
-                future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
-                future.add_done_callback(functools.partial(self._crashed, running))
+                calls.append((self._run_async_on_thread, (running, routed)))
             else:
-                sync_calls.append((self._run_sync, (running, routed)))
-        self.threads.submit_many(sync_calls)
+                calls.append((self._run_sync, (running, routed)))
+        self.threads.submit_many(calls)
+
+    def pending(self) -> int:
+        """Handed-over jobs whose handler has not started (they hold a lease, not a slot)."""
+        return self.threads.pending()
+
+    def take_pending(self) -> list[Running]:
+        """Take back every job whose handler has not started: none of them will run."""
+        return [args[0] for _, args in self.threads.take_pending()]
+
+    def withdraw(self, running: Running) -> bool:
+        """Take back one job if its handler has not started yet."""
+        return self.threads.withdraw(running)
 
     def on_finished(self, finished: Finished) -> None:
         """Pass an attempt's first outcome on, through its execution hooks; drop any later one."""
@@ -344,7 +384,11 @@ class Executor:
             if running.finished:
                 return
             running.finished = True
-        self.report(settle(finished))
+        try:
+            self.report(settle(finished))
+        finally:
+            if running.decided is not None:
+                running.decided.set()  # the async handler's thread is free for the next job
 
     def cancel(self, running: Running) -> None:
         """Deliver a cancel request: raise the flag, and cancel an async handler's task."""
@@ -431,6 +475,14 @@ class Executor:
             return self._success(running, result)
         finally:
             close_old_connections()
+
+    def _run_async_on_thread(self, running: Running, routed: Routed) -> None:
+        """Start an ``async def`` handler on the event loop and hold this thread (its slot) until
+        the attempt's outcome is decided: it ended, or it was abandoned past its time limit."""
+        running.decided = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
+        future.add_done_callback(functools.partial(self._crashed, running))
+        running.decided.wait()
 
     async def _run_async(self, running: Running, routed: Routed) -> None:
         # Execution hooks may use the ORM, which Django refuses on an event loop: run them on a thread.

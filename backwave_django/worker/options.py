@@ -18,6 +18,8 @@ class WorkerOptions:
     burst: bool = False
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
+    #: Leases held ready beyond the busy slots (None: ``BACKWAVE["PREFETCH"]``).
+    prefetch: int | None = None
 
 
 def make_worker_id(name: str | None) -> str:

@@ -8,7 +8,9 @@ One thread (the pump) talks to the store; handlers run on the :class:`Executor`.
    abandoning jobs whose lease was lost);
 3. run maintenance every ``MAINTENANCE_INTERVAL`` (expire leases, purge by retention, prune
    stale worker rows);
-4. claim as many jobs as there are free slots, through the dispatch policy;
+4. claim as many jobs as there are free slots plus the prefetch (``BACKWAVE["PREFETCH"]``),
+   through the dispatch policy: the jobs beyond the idle threads wait, leased and heartbeated,
+   in the job threads' queue, so a thread that finishes starts the next job at once;
 5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
    re-polls at once, so released dependents and freed slots are picked up promptly.
 
@@ -99,6 +101,9 @@ class Worker:
         self.fault_backoff = 0.0
         self.next_heartbeat = 0.0
         self.next_maintenance = 0.0
+        prefetch = self.settings.prefetch if options.prefetch is None else options.prefetch
+        #: Leases held ready beyond the busy slots (see ``_free_slots``).
+        self.prefetch = options.concurrency if prefetch is None else prefetch
         self.executor = Executor(
             concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
         )
@@ -155,6 +160,8 @@ class Worker:
                 if self._flush_due():
                     self._flush_outcomes()
                 self._deliver_cancel_hints()
+                if self.stopping and self.executor.pending():
+                    self._give_back_prefetched()
                 if self._too_many_stuck():
                     break
                 now_mono = time.monotonic()
@@ -261,9 +268,26 @@ class Worker:
             f"; {len(self.running)} still running were given back (due again now)" if self.running else "",
         )
 
+    def _give_back_prefetched(self) -> None:
+        """Stopping: give back the leases of prefetched jobs whose handler has not started, at
+        once (Scheduled again, due now, for any worker, without spending an attempt)."""
+        waiting = self.executor.take_pending()
+        if not waiting:
+            return
+        for running in waiting:
+            self.running.pop(running.claimed.job_id, None)
+        with self.finished_lock:
+            self.executing -= len(waiting)
+        job_ids = [r.claimed.job_id for r in waiting]
+        released = self._guarded(
+            lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
+        )
+        logger.info("Gave back %s prefetched lease(s) not started yet; they are due again now", released)
+
     def _release_running(self) -> None:
         """Give back the leases of the jobs still running: Scheduled again, due now, for any worker,
         without spending an attempt (``store.release_leases``)."""
+        self.executor.take_pending()  # not started: they must not start once released
         job_ids = [r.claimed.job_id for r in self.running.values()]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
@@ -333,19 +357,31 @@ class Worker:
         return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
 
     def _free_slots(self) -> int:
-        """Slots a claim may fill. A finished job whose outcome is not written yet runs nothing, so
-        it holds no slot, up to ``UNWRITTEN_SLOTS_FACTOR * concurrency`` such jobs; beyond that each
-        holds one, so the worker's leases stay bounded and a stalled writer stops the claims."""
+        """Leases a claim may add: the slots plus the prefetch, less the jobs held (running, or
+        prefetched and waiting for a thread). A finished job whose outcome is not written yet runs
+        nothing, so it holds no slot, up to ``UNWRITTEN_SLOTS_FACTOR * concurrency`` such jobs;
+        beyond that each holds one, so the worker's leases stay bounded and a stalled writer stops
+        the claims."""
         concurrency = self.options.concurrency
         unwritten = len(self.outbox) + len(self.writing or ())
-        return concurrency - len(self.running) - max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
+        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
+        return concurrency + self.prefetch - held
+
+    @property
+    def _claim_batch(self) -> int:
+        """How many free leases make a claim worth its transaction: three quarters of a batch of
+        slots, or of the prefetch when that is smaller, so that a claim is under way while jobs
+        are still waiting for a thread."""
+        size = self.options.concurrency if self.prefetch == 0 else min(self.options.concurrency, self.prefetch)
+        return max(1, min(size, self.settings.max_claim_batch) * 3 // 4)
 
     def _claim_due(self) -> bool:
         """Claim when a good batch is free, or nothing runs, or a hint arrived; partial batches
         after CLAIM_LINGER, or, when the last claim found nothing due, after the poll interval."""
-        if self._free_slots() <= 0:
+        free = self._free_slots()
+        if free <= 0:
             return False
-        if not self.running or self._free_slots() >= self._batch or self.hinted:
+        if not self.running or free >= self._claim_batch or self.hinted:
             return True
         return time.monotonic() >= self._next_partial_claim()
 
@@ -504,7 +540,11 @@ class Worker:
                 )
                 running.abandoned = True
                 del self.running[beat.job_id]
-                self.executor.cancel(running)
+                if self.executor.withdraw(running):  # prefetched, not started: it never will
+                    with self.finished_lock:
+                        self.executing -= 1
+                else:
+                    self.executor.cancel(running)
             elif beat.cancel_requested and not running.context.cancel_requested:
                 logger.info("Cancel requested for %s %s", running.claimed.wire_name, beat.job_id)
                 self.executor.cancel(running)

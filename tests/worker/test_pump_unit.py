@@ -102,7 +102,7 @@ def test_shutdown_drops_calls_not_yet_started(threads: JobThreads) -> None:
 
 @pytest.fixture
 def worker() -> Iterator[Worker]:
-    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4))
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4, prefetch=0))
     yield worker
     worker.executor.shutdown()
 
