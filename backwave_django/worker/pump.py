@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import FrameType
 from typing import Any
 
@@ -42,8 +42,9 @@ from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
 from ..observers import definitions
 from .execution import Executor, Finished, Running
+from .heartbeats import renew_leases
 from .hints import HintListener
-from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
+from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
 from .observing import ObserverPump
 from .options import WorkerOptions, make_worker_id
 from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
@@ -60,8 +61,6 @@ CLAIM_LINGER_SECONDS = 0.020
 #: one batch is being written the next can run, and the one after can finish and wait, so a busy
 #: worker's writes grow to two batches instead of its claims waiting for the writer.
 UNWRITTEN_SLOTS_FACTOR = 2
-#: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
-STALE_WORKER_HEARTBEATS = 5
 #: Running jobs' progress is written at most this often (each job's latest value).
 PROGRESS_INTERVAL_SECONDS = 1.0
 #: The exit status of a worker that stopped because too many handlers were stuck past their
@@ -153,6 +152,8 @@ class Worker:
             if self.stopping:
                 return 0
         self._start()
+        # Registering just stamped the worker row and nothing is leased: the first claim goes first.
+        self.next_heartbeat = time.monotonic() + self.settings.heartbeat_interval.total_seconds()
         try:
             while True:
                 self._drain_finished()
@@ -269,8 +270,7 @@ class Worker:
         )
 
     def _give_back_prefetched(self) -> None:
-        """Stopping: give back the leases of prefetched jobs whose handler has not started, at
-        once (Scheduled again, due now, for any worker, without spending an attempt)."""
+        """Stopping: give back prefetched jobs not started yet at once, as ``_release_running`` does."""
         waiting = self.executor.take_pending()
         if not waiting:
             return
@@ -285,9 +285,9 @@ class Worker:
         logger.info("Gave back %s prefetched lease(s) not started yet; they are due again now", released)
 
     def _release_running(self) -> None:
-        """Give back the leases of the jobs still running: Scheduled again, due now, for any worker,
-        without spending an attempt (``store.release_leases``)."""
-        self.executor.take_pending()  # not started: they must not start once released
+        """Give back the leases of the jobs still held: Scheduled again, due now, for any worker,
+        without spending an attempt (``store.release_leases``); prefetched ones never start."""
+        self.executor.take_pending()
         job_ids = [r.claimed.job_id for r in self.running.values()]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
@@ -369,10 +369,10 @@ class Worker:
 
     @property
     def _claim_batch(self) -> int:
-        """How many free leases make a claim worth its transaction: three quarters of a batch of
-        slots, or of the prefetch when that is smaller, so that a claim is under way while jobs
-        are still waiting for a thread."""
-        size = self.options.concurrency if self.prefetch == 0 else min(self.options.concurrency, self.prefetch)
+        """Free leases worth a claim: three quarters of the slots, or of the prefetch when smaller
+        (so the next claim is under way while prefetched jobs still wait for a thread)."""
+        concurrency = self.options.concurrency
+        size = concurrency if self.prefetch == 0 else min(concurrency, self.prefetch)
         return max(1, min(size, self.settings.max_claim_batch) * 3 // 4)
 
     def _claim_due(self) -> bool:
@@ -520,47 +520,22 @@ class Worker:
     def _heartbeat(self) -> None:
         now = clock.now()
         store.touch_worker(self.worker_id, now=now)
-        if not self.running:
-            return
-        results = store.heartbeat(
+        renew_leases(
             worker_id=self.worker_id,
-            job_ids=list(self.running),
+            running=self.running,
+            executor=self.executor,
             lease_duration=self.settings.lease_duration,
             now=now,
+            on_withdrawn=self._withdrawn,
         )
-        for beat in results:
-            running = self.running.get(beat.job_id)
-            if running is None:
-                continue
-            if not beat.renewed:
-                logger.warning(
-                    "Lease of %s %s lost; abandoning it (its result will not be reported)",
-                    running.claimed.wire_name,
-                    beat.job_id,
-                )
-                running.abandoned = True
-                del self.running[beat.job_id]
-                if self.executor.withdraw(running):  # prefetched, not started: it never will
-                    with self.finished_lock:
-                        self.executing -= 1
-                else:
-                    self.executor.cancel(running)
-            elif beat.cancel_requested and not running.context.cancel_requested:
-                logger.info("Cancel requested for %s %s", running.claimed.wire_name, beat.job_id)
-                self.executor.cancel(running)
+
+    def _withdrawn(self) -> None:  # a prefetched job taken back after its lease was lost
+        with self.finished_lock:
+            self.executing -= 1
 
     def _maintenance(self) -> None:
-        now = clock.now()
-        tick = maintenance_tick(self.settings, queues=self.queues, now=now)
-        if tick.reclaimed:
-            logger.info(
-                "Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, tick.reclaimed
-            )
-        if tick.minted:
-            logger.debug("Minted %d scheduled job(s)", tick.minted)
-            self.hinted = True  # claim them now, not at the next poll
-        stale = self.settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
-        store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
+        if run_maintenance(self.settings, worker_id=self.worker_id, queues=self.queues, now=clock.now()):
+            self.hinted = True  # minted jobs: claim them now, not at the next poll
 
     def _claim(self) -> int:
         self.hinted = False
