@@ -93,6 +93,7 @@ class Worker:
         self.hinted = False
         self.wakeup = threading.Event()
         self.stopping = False
+        self.recycling = False
         self.stop_deadline: float | None = None
         self.signals_received = 0
         self.started_jobs = 0
@@ -123,6 +124,7 @@ class Worker:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals_received += 1
+        self.recycling = False
         if self.signals_received > 1:
             logger.warning(
                 "Second signal: worker %s exits now, leaving %d job(s) to lease expiry",
@@ -161,7 +163,7 @@ class Worker:
                 if self._flush_due():
                     self._flush_outcomes()
                 self._deliver_cancel_hints()
-                if self.stopping and self.executor.pending():
+                if self.stopping and not self.recycling and self.executor.pending():
                     self._give_back_prefetched()
                 if self._too_many_stuck():
                     break
@@ -242,6 +244,7 @@ class Worker:
                 return True
             return False
         if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
+            self.recycling = True  # the jobs handed over, prefetched ones too, still run
             self.request_stop()
             return idle
         return self.options.burst and claimed == 0 and idle and self.fault_backoff == 0
@@ -276,8 +279,7 @@ class Worker:
             return
         for running in waiting:
             self.running.pop(running.claimed.job_id, None)
-        with self.finished_lock:
-            self.executing -= len(waiting)
+        self._withdrawn(len(waiting))
         job_ids = [r.claimed.job_id for r in waiting]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
@@ -357,11 +359,9 @@ class Worker:
         return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
 
     def _free_slots(self) -> int:
-        """Leases a claim may add: the slots plus the prefetch, less the jobs held (running, or
-        prefetched and waiting for a thread). A finished job whose outcome is not written yet runs
-        nothing, so it holds no slot, up to ``UNWRITTEN_SLOTS_FACTOR * concurrency`` such jobs;
-        beyond that each holds one, so the worker's leases stay bounded and a stalled writer stops
-        the claims."""
+        """Leases a claim may add: slots plus prefetch, less the jobs held (running or prefetched).
+        A finished job whose outcome is not written yet holds none, up to ``UNWRITTEN_SLOTS_FACTOR
+        * concurrency`` of them; beyond that each holds one, so a stalled writer stops the claims."""
         concurrency = self.options.concurrency
         unwritten = len(self.outbox) + len(self.writing or ())
         held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
@@ -529,9 +529,9 @@ class Worker:
             on_withdrawn=self._withdrawn,
         )
 
-    def _withdrawn(self) -> None:  # a prefetched job taken back after its lease was lost
+    def _withdrawn(self, count: int = 1) -> None:  # prefetched jobs taken back before they started
         with self.finished_lock:
-            self.executing -= 1
+            self.executing -= count
 
     def _maintenance(self) -> None:
         if run_maintenance(self.settings, worker_id=self.worker_id, queues=self.queues, now=clock.now()):
