@@ -65,8 +65,8 @@ def _batch(ids: list[uuid.UUID]) -> list[NewJob]:
     ]
 
 
-def _stored(ids: list[uuid.UUID]) -> list[tuple[Any, ...]]:
-    stored = []
+def _stored(ids: list[uuid.UUID]) -> list[tuple[Any, ...] | None]:
+    stored: list[tuple[Any, ...] | None] = []
     for job_id in ids:
         record = JobRecord.objects.filter(job_id=job_id).values(*COLUMNS, "sequence").first()
         if record is None:
