@@ -69,6 +69,8 @@ class Running:
     finished: bool = False
     #: The handler's thread was abandoned past its timeout's grace (and replaced).
     thread_retired: bool = False
+    #: The sync handler's call returned (so its thread is not stuck).
+    returned: bool = False
     #: Set with the attempt's outcome when a job thread waits on an ``async def`` handler.
     decided: threading.Event | None = None
 
@@ -436,12 +438,16 @@ class Executor:
             claimed.timeout or 0,
             "thread" if deadline is not None and deadline.thread_id is not None else "task",
         )
+        # The outcome first: a pump that sees the stuck count go up must find it already handed
+        # over (it gives back the leases of the jobs it still holds when too many are stuck).
+        self.on_finished(timed_out(running, None, settings=self.settings, now=clock.now()))
         if deadline is not None and deadline.thread_id is not None:
             with self.abandoned_lock:
+                if running.returned:  # it came back meanwhile: nothing is stuck
+                    return
                 self.abandoned_threads += 1
                 running.thread_retired = True
             self.threads.retire(deadline.thread_id)
-        self.on_finished(timed_out(running, None, settings=self.settings, now=clock.now()))
 
     # --- Running handlers -----------------------------------------------------------------------
 
@@ -452,6 +458,7 @@ class Executor:
             logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
             finished = self._failure(running, exc)
         with self.abandoned_lock:
+            running.returned = True
             if running.thread_retired:  # abandoned, and back at last: no longer stuck
                 running.thread_retired = False
                 self.abandoned_threads -= 1
