@@ -70,6 +70,25 @@ def postgres_cpu_seconds() -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+#: The counters read around the drain: row writes per job table, and commits.
+TABLE_STATS = """
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables
+WHERE relname LIKE 'backwave_django_%'
+"""
+
+
+def table_stats(conn: Any) -> dict[str, int]:
+    """Rows inserted, updated (and of those HOT), deleted per table, and the database's commits."""
+    counters: dict[str, int] = {}
+    for table, *values in conn.execute(TABLE_STATS).fetchall():
+        short = table.removeprefix("backwave_django_")
+        for kind, value in zip(("ins", "upd", "hot_upd", "del"), values, strict=True):
+            counters[f"{short}.{kind}"] = int(value)
+    row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    counters["commits"] = int(row.fetchone()[0])
+    return counters
+
+
 class Calls:
     """Batch sizes and wall times of one store function, recorded by wrapping it."""
 
@@ -147,12 +166,18 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
         dispatch=StrictDispatch(["default"]), concurrency=concurrency, burst=True, prefetch=args.prefetch
     )
     worker = Worker(options)
+    with harness.connect(args.db) as conn:
+        stats_before = table_stats(conn)
     try:
         cpu_before, pg_before = time.process_time(), postgres_cpu_seconds()
         worker.run()
         cpu, pg = time.process_time() - cpu_before, postgres_cpu_seconds() - pg_before
     finally:
         store.claim, store.report_outcomes = store_claim, store_report
+    connections.close_all()  # a session reports its statistics when it ends
+    time.sleep(1.0)
+    with harness.connect(args.db) as conn:
+        stats_after = table_stats(conn)
     done = sum(size * count for size, count in writes.sizes.items())
     if done != args.n:
         print(f"Only {done} of {args.n} jobs were written: see the log above.", file=sys.stderr)
@@ -166,7 +191,13 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
         f"CPU per job: this process {cpu / args.n * 1e6:.0f} µs, PostgreSQL {pg / args.n * 1e6:.0f} µs\n"
         f"claims: {claims.summary()}\n"
         f"  median gap from a claim's return to the next claim: {statistics.median(gaps) * 1e6:,.0f} µs\n"
-        f"outcome writes: {writes.summary()}"
+        f"outcome writes: {writes.summary()}\n"
+        f"per job, from pg_stat_user_tables and pg_stat_database: "
+        + ", ".join(
+            f"{name} {(stats_after[name] - stats_before[name]) / args.n:.2f}"
+            for name in stats_before
+            if stats_after[name] != stats_before[name]
+        )
     )
     return 0
 

@@ -46,7 +46,7 @@ from .heartbeats import renew_leases
 from .hints import HintListener
 from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
 from .observing import ObserverPump
-from .options import WorkerOptions, make_worker_id
+from .options import WorkerOptions, make_worker_id, resolve_prefetch
 from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
@@ -101,9 +101,8 @@ class Worker:
         self.fault_backoff = 0.0
         self.next_heartbeat = 0.0
         self.next_maintenance = 0.0
-        prefetch = self.settings.prefetch if options.prefetch is None else options.prefetch
         #: Leases held ready beyond the busy slots (see ``_free_slots``).
-        self.prefetch = options.concurrency if prefetch is None else prefetch
+        self.prefetch = resolve_prefetch(options, self.settings)
         self.executor = Executor(
             concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
         )
@@ -361,10 +360,10 @@ class Worker:
     def _free_slots(self) -> int:
         """Leases a claim may add: slots plus prefetch, less the jobs held (running or prefetched).
         A finished job whose outcome is not written yet holds none, up to ``UNWRITTEN_SLOTS_FACTOR
-        * concurrency`` of them; beyond that each holds one, so a stalled writer stops the claims."""
+        * (concurrency + prefetch)`` of them; beyond that each holds one (a stalled writer stops claims)."""
         concurrency = self.options.concurrency
         unwritten = len(self.outbox) + len(self.writing or ())
-        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
+        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * (concurrency + self.prefetch))
         return concurrency + self.prefetch - held
 
     @property
