@@ -333,10 +333,17 @@ class Executor:
     """
 
     def __init__(
-        self, *, concurrency: int, settings: BackWaveSettings, on_finished: Callable[[Finished], None]
+        self,
+        *,
+        concurrency: int,
+        settings: BackWaveSettings,
+        on_finished: Callable[[Finished], None],
+        on_started: Callable[[Running], None] | None = None,
     ) -> None:
         self.settings = settings
         self.report: Callable[[Finished], None] = on_finished
+        #: Called on the job thread as each handler starts (a prefetched job's, when it leaves the queue).
+        self.on_started = on_started
         self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
@@ -452,6 +459,8 @@ class Executor:
     # --- Running handlers -----------------------------------------------------------------------
 
     def _run_sync(self, running: Running, routed: Routed) -> None:
+        if self.on_started is not None:
+            self.on_started(running)
         try:
             finished = self._call_sync(running, routed)
         except BaseException as exc:  # a bug in the wrapper itself: never leave the job without an outcome
@@ -487,6 +496,8 @@ class Executor:
         """Start an ``async def`` handler on the event loop and hold this thread (its slot) until
         the attempt's outcome is decided: it ended, or it was abandoned past its time limit."""
         running.decided = threading.Event()
+        if self.on_started is not None:
+            self.on_started(running)
         future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
         future.add_done_callback(functools.partial(self._crashed, running))
         running.decided.wait()

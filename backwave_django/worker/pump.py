@@ -20,6 +20,7 @@ written, and the lease fence makes a repeated write harmless.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -34,13 +35,14 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from .. import clock, signals, store
+from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
 from ..observers import definitions
+from . import writer as outcome_writer
 from .execution import Executor, Finished, Running
 from .heartbeats import renew_leases
 from .hints import HintListener
@@ -104,7 +106,10 @@ class Worker:
         #: Leases held ready beyond the busy slots (see ``_free_slots``).
         self.prefetch = resolve_prefetch(options, self.settings)
         self.executor = Executor(
-            concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
+            concurrency=options.concurrency,
+            settings=self.settings,
+            on_finished=self._on_finished,
+            on_started=functools.partial(outcome_writer.announce_started, Worker),
         )
         self.hints: HintListener | None = None
         self.observer_pump: ObserverPump | None = None
@@ -571,15 +576,6 @@ class Worker:
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
         self.started_jobs += 1
-        signals.send(
-            signals.job_started,
-            Worker,
-            job_id=job.job_id,
-            wire_name=job.wire_name,
-            queue=job.queue,
-            attempt=job.attempt,
-        )
-        logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
         return running
 
     def _sleep(self) -> None:
