@@ -63,7 +63,8 @@ def test_staff_session_scrapes_the_job_counts_by_queue_and_state(client, django_
     assert value(found, "backwave_jobs_ended", state="cancelled") == pytest.approx(0, abs=1)
     assert value(found, "backwave_workers_live") == 1
     oldest = value(found, "backwave_queue_oldest_due_age_seconds", queue="emails")
-    assert oldest is not None and 30 <= oldest < 3600
+    assert oldest is not None
+    assert 30 <= oldest < 3600
     assert value(found, "backwave_queue_oldest_due_age_seconds", queue="reports") is None
     assert value(found, "backwave_counts_read_timestamp_seconds") == pytest.approx(now.timestamp(), abs=600)
 
@@ -162,3 +163,25 @@ def test_after_the_interval_the_counts_are_read_again(client, settings):
 
 def test_only_get_is_answered(client, metrics_settings):
     assert client.post(URL, **_bearer(TOKEN)).status_code == 405
+
+
+def test_without_prometheus_client_the_view_says_what_to_install(client, metrics_settings, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    assert client.get(URL).status_code == 401  # still nothing for strangers
+    response = client.get(URL, **_bearer(TOKEN))
+    assert response.status_code == 503
+    assert b"pip install 'backwave-django[prometheus]'" in response.content
+
+
+def test_a_routed_view_without_prometheus_client_is_a_check_warning(monkeypatch, settings):
+    import sys
+
+    from backwave_django.metrics.checks import check_metrics_view
+
+    assert check_metrics_view() == []  # installed: nothing to say
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    assert [m.id for m in check_metrics_view()] == ["backwave.W005"]
+    settings.ROOT_URLCONF = "tests.urls"  # the view is not routed there
+    assert check_metrics_view() == []

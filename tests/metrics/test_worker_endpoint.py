@@ -79,7 +79,7 @@ def test_a_worker_serves_its_outcome_counters_histograms_and_health(workers):  #
     assert value(found, "backwave_job_start_latency_seconds_count", queue="default") == 5
     assert value(found, "backwave_worker_up") == 1
     assert value(found, "backwave_worker_slots") == 4
-    assert value(found, "backwave_worker_last_heartbeat_timestamp_seconds") > 0
+    assert (value(found, "backwave_worker_last_heartbeat_timestamp_seconds") or 0) > 0
     assert value(found, "backwave_workers_live") == 1  # the count gauges are served too
     assert value(found, "backwave_jobs_ended", state="succeeded") is not None
 
