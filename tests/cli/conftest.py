@@ -30,8 +30,9 @@ class Run:
     stdout: str
     stderr: str
 
-    def json(self) -> Any:
-        assert self.returncode == 0, self
+    def json(self, status: int = 0) -> Any:
+        """stdout parsed as JSON, once the run exited with ``status``."""
+        assert self.returncode == status, self
         return json.loads(self.stdout)
 
     @property
