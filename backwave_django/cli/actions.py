@@ -28,7 +28,10 @@ def actor() -> str:
 #: What each action's result means for the exit status (True: done) and how it reads.
 _RESULTS: dict[enum.Enum, tuple[bool, str]] = {
     CancelResult.CANCELLED_IMMEDIATELY: (True, "cancelled"),
-    CancelResult.CANCELLATION_REQUESTED: (True, "cancellation requested (running: its handler is told to stop)"),
+    CancelResult.CANCELLATION_REQUESTED: (
+        True,
+        "cancellation requested (running: its handler is told to stop)",
+    ),
     CancelResult.NOT_CANCELLABLE: (False, "not cancellable (already ended)"),
     RequeueResult.REQUEUED: (True, "requeued (Scheduled, due now, attempt 0)"),
     RequeueResult.NOT_REQUEUEABLE: (False, "not requeueable (only Dead-Lettered or Quarantined jobs are)"),
@@ -62,7 +65,7 @@ def job_action_command(options: dict[str, Any], out: Output) -> int:
     if options["json"]:
         out.json([_report_json(job_id, result, done) for job_id, result, done, _ in reports])
     else:
-        for job_id, result, done, text in reports:
+        for job_id, result, _, text in reports:
             job = monitor.get_job(job_id) if result is not None else None
             state = f" [{job.state.label}]" if job is not None else ""
             out.line(f"{job_id}  {text}{state}")
@@ -127,7 +130,7 @@ def purge_command(options: dict[str, Any], out: Output) -> int:
 
 def add_arguments(subparsers: Any) -> None:
     helps = {
-        "cancel": "Cancel jobs: pending ones at once (with their dependants), running ones are asked to stop.",
+        "cancel": "Cancel jobs: pending ones at once (with their dependants); running ones are told to stop.",
         "requeue": "Requeue Dead-Lettered or Quarantined jobs (Scheduled, due now, attempt 0).",
         "retry-now": "Make jobs waiting for their next retry due now.",
     }

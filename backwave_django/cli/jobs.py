@@ -125,8 +125,10 @@ def show_command(options: dict[str, Any], out: Output) -> int:
     job_id = values.job_id(options["job_id"])
     sensitive = options["sensitive"]
     if sensitive and env_flag(DISABLE_SENSITIVE_ENV):
-        out.error(f"--sensitive refused: {DISABLE_SENSITIVE_ENV} is set, so payloads, outputs and "
-                  "failure detail are not shown on this host")
+        out.error(
+            f"--sensitive refused: {DISABLE_SENSITIVE_ENV} is set, so payloads, outputs and "
+            "failure detail are not shown on this host"
+        )
         return EXIT_REFUSED
     job = monitor.get_job(job_id)
     if job is None:
@@ -197,7 +199,9 @@ def _show_text(
     if content is None:
         if failures:
             out.line()
-            out.line(f"{len(failures)} failure detail(s), the payload and the output: shown with --sensitive.")
+            out.line(
+                f"{len(failures)} failure detail(s), the payload and the output: shown with --sensitive."
+            )
         return
     for entry in failures:
         out.line()
@@ -222,22 +226,33 @@ def add_arguments(subparsers: Any) -> None:
         description="List jobs oldest first (or --newest-first), one page of --limit at a time.",
     )
     jobs.add_argument("--queue", help="Only this queue.")
-    jobs.add_argument("--state", help="Only this state: scheduled, awaiting_parent, leased, succeeded, "
-                      "cancelled, dead_lettered or quarantined (any case, - or _).")
+    jobs.add_argument(
+        "--state",
+        help="Only this state: scheduled, awaiting_parent, leased, succeeded, "
+        "cancelled, dead_lettered or quarantined (any case, - or _).",
+    )
     jobs.add_argument("--wire-name", help="Only jobs of this wire name.")
     jobs.add_argument(
         "--tag",
         action="append",
         metavar="TAG",
-        help="Only jobs with this tag: a label (vip), key: (any value under key) or key=value. Repeatable (ANDed).",
+        help="Only jobs with this tag: a label (vip), key: (any value under key) or key=value. "
+        "Repeatable (ANDed).",
     )
     jobs.add_argument(
-        "--label", action="append", metavar="LABEL",
-        help="Only jobs with this label, taken literally (for labels containing = or ending in :). Repeatable.",
+        "--label",
+        action="append",
+        metavar="LABEL",
+        help="Only jobs with this label, taken literally (for labels containing = or ending in :). "
+        "Repeatable.",
     )
-    jobs.add_argument("--limit", default="50", help=f"Jobs per page, at most {monitor.MAX_PAGE} (default 50).")
+    jobs.add_argument(
+        "--limit", default="50", help=f"Jobs per page, at most {monitor.MAX_PAGE} (default 50)."
+    )
     jobs.add_argument("--after", metavar="SEQUENCE", help="The next page: jobs after this sequence number.")
-    jobs.add_argument("--newest-first", action="store_true", help="Newest first (--after then pages backwards).")
+    jobs.add_argument(
+        "--newest-first", action="store_true", help="Newest first (--after then pages backwards)."
+    )
     jobs.add_argument("--json", action="store_true", help="Print a JSON list of jobs.")
     jobs.set_defaults(run=list_command)
 
@@ -255,4 +270,3 @@ def add_arguments(subparsers: Any) -> None:
     )
     show.add_argument("--json", action="store_true", help="Print a JSON list holding the job.")
     show.set_defaults(run=show_command)
-

@@ -43,7 +43,9 @@ def queue_rows() -> list[dict[str, Any]]:
                 "queue": status.queue,
                 "paused": status.paused,
                 "concurrency_limit": status.concurrency_limit,
-                "counts": {state_name(state): n for state, n in zip(monitor.STATE_ORDER, counts, strict=True)},
+                "counts": {
+                    state_name(state): n for state, n in zip(monitor.STATE_ORDER, counts, strict=True)
+                },
                 "total": sum(counts),
             }
         )
@@ -174,7 +176,10 @@ def add_arguments(subparsers: Any) -> None:
     queues.add_argument("--json", action="store_true", help="Print a JSON list of queues.")
     queues.set_defaults(run=queues_command)
     actions = queues.add_subparsers(dest="queue_command", metavar="{pause,resume,limit}")
-    for name, text in (("pause", "Stop workers claiming from QUEUE."), ("resume", "Let workers claim from QUEUE again.")):
+    for name, text in (
+        ("pause", "Stop workers claiming from QUEUE."),
+        ("resume", "Let workers claim from QUEUE again."),
+    ):
         parser = actions.add_parser(name, help=text, description=text)
         parser.add_argument("queue", metavar="QUEUE")
     limit = actions.add_parser(

@@ -38,15 +38,24 @@ def stats_command(options: dict[str, Any], out: Output) -> int:
                     for row in queues
                 ],
                 "latency": [
-                    {"queue": entry.queue, "oldest_due": instant(entry.oldest_due), "waiting_seconds": entry.age.total_seconds()}
+                    {
+                        "queue": entry.queue,
+                        "oldest_due": instant(entry.oldest_due),
+                        "waiting_seconds": entry.age.total_seconds(),
+                    }
                     for entry in latency
                 ],
                 "workers": {
                     "live": len(live),
                     "stale": len(workers) - len(live),
                     "live_workers": [
-                        {"worker_id": w.worker_id, "hostname": w.hostname, "queues": w.queues,
-                         "concurrency": w.concurrency, "last_seen_at": instant(w.last_seen_at)}
+                        {
+                            "worker_id": w.worker_id,
+                            "hostname": w.hostname,
+                            "queues": w.queues,
+                            "concurrency": w.concurrency,
+                            "last_seen_at": instant(w.last_seen_at),
+                        }
                         for w in live
                     ],
                 },
@@ -78,13 +87,19 @@ def stats_command(options: dict[str, Any], out: Output) -> int:
     stale = len(workers) - len(live)
     out.line(f"Workers: {len(live)} live" + (f", {stale} stale (not seen lately)" if stale else ""))
     for worker in live:
-        out.line(f"  {worker.worker_id}  queues {','.join(worker.queues) or '-'}  concurrency {worker.concurrency}")
+        out.line(
+            f"  {worker.worker_id}  queues {','.join(worker.queues) or '-'}  concurrency {worker.concurrency}"
+        )
     if not window.recording:
         out.line("Dead-Lettered in the last hour: unknown (HISTORY is OFF: no transition log).")
     else:
         by_queue = ", ".join(f"{queue} {n}" for queue, n in sorted(dead.items()))
         since = f" (counted since {when(window.counted_from)})" if window.counted_from else ""
-        out.line(f"Dead-Lettered in the last hour: {sum(dead.values())}" + (f" ({by_queue})" if by_queue else "") + since)
+        out.line(
+            f"Dead-Lettered in the last hour: {sum(dead.values())}"
+            + (f" ({by_queue})" if by_queue else "")
+            + since
+        )
     return EXIT_DONE
 
 

@@ -61,7 +61,8 @@ def tag_predicate(text: str) -> TagPredicate:
         return HasLabel(text)
     except ValueError:
         raise UsageError(
-            f"--tag {text!r} is not a tag: expected a label, key: (any value) or key=value, none of them empty"
+            f"--tag {text!r} is not a tag: expected a label, key: (any value) or key=value, "
+            "none of them empty"
         ) from None
 
 

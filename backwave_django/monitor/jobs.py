@@ -268,7 +268,8 @@ class JobContent:
 def job_content(job_id: uuid.UUID) -> JobContent | None:
     """The payload and output of the job with this id, or None (one unique-index read)."""
     require_uuid("job_id", job_id)
-    row = JobRecord.objects.using(jobs_database()).filter(job_id=job_id).values_list("payload", "output").first()
+    rows = JobRecord.objects.using(jobs_database()).filter(job_id=job_id)
+    row = rows.values_list("payload", "output").first()
     return None if row is None else JobContent(*row)
 
 

@@ -34,7 +34,8 @@ def _eligible(using: str, state_class: TerminalStateClass, terminal_before: date
     unsettled = jobs.filter(workflow_id=OuterRef("workflow_id")).filter(
         Q(state__in=_LIVE) | Q(terminal_at__gt=terminal_before)
     )
-    return jobs.filter(state__in=state_class.states, terminal_at__lte=terminal_before).filter(~Exists(unsettled))
+    ended = jobs.filter(state__in=state_class.states, terminal_at__lte=terminal_before)
+    return ended.filter(~Exists(unsettled))
 
 
 def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime, max_jobs: int = 500) -> int:

@@ -32,8 +32,14 @@ def test_cancel_acts_on_each_job_and_exits_1_when_any_was_refused(cli):
     done = cli("cancel", str(pending), "--json")
     assert done.returncode == 0
     assert done.json() == [
-        {"job_id": str(pending), "wire_name": "send-invoice", "queue": "q1", "state": "cancelled",
-         "result": "cancelled_immediately", "done": True}
+        {
+            "job_id": str(pending),
+            "wire_name": "send-invoice",
+            "queue": "q1",
+            "state": "cancelled",
+            "result": "cancelled_immediately",
+            "done": True,
+        }
     ]
 
     mixed = cli("cancel", str(running), str(ended), str(missing))
@@ -60,19 +66,27 @@ def test_requeue_and_retry_now_go_through_the_operator_audited(cli):
 
     requeued = cli("requeue", str(dead), str(dead), "--json")
     assert requeued.json() == [
-        {"job_id": str(dead), "wire_name": "send-invoice", "queue": "q1", "state": "scheduled",
-         "result": "requeued", "done": True}
+        {
+            "job_id": str(dead),
+            "wire_name": "send-invoice",
+            "queue": "q1",
+            "state": "scheduled",
+            "result": "requeued",
+            "done": True,
+        }
     ]
     assert row(dead).attempt == 0
 
     retried = cli("retry-now", str(retrying))
-    assert retried.returncode == 0 and retried.lines == [f"{retrying}  due now [Scheduled]"]
+    assert retried.returncode == 0
+    assert retried.lines == [f"{retrying}  due now [Scheduled]"]
     assert row(retrying).due_time < T0 + timedelta(days=3650)
 
     refused = cli("requeue", str(fresh), "--json")
     assert [entry["result"] for entry in refused.json(status=1)] == ["not_requeueable"]
     not_retrying = cli("retry-now", str(fresh))
-    assert not_retrying.returncode == 1 and "not waiting for a retry" in not_retrying.stdout
+    assert not_retrying.returncode == 1
+    assert "not waiting for a retry" in not_retrying.stdout
 
     assert audit_rows() == [(ACTOR, "requeue", str(dead)), (ACTOR, "retry_now", str(retrying))]
 

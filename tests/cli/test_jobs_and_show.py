@@ -26,7 +26,9 @@ def test_jobs_filters_pages_and_prints_json(cli):
     lease_one(dead)
     report(dead, Failure(next_due_time=None, error="boom"), failure_detail="ValueError: boom")
 
-    filtered = cli("jobs", "--json", "--queue", "billing", "--tag", "tenant=acme", "--tag", "vip", "--state", "Scheduled")
+    filtered = cli(
+        "jobs", "--json", "--queue", "billing", "--tag", "tenant=acme", "--tag", "vip", "--state", "Scheduled"
+    )
     assert [uuid.UUID(job["job_id"]) for job in filtered.json()] == acme
     first = filtered.json()[0]
     assert first["wire_name"] == "send-invoice"
@@ -48,19 +50,28 @@ def test_jobs_filters_pages_and_prints_json(cli):
     # Aligned: every row's job id starts in the header's JOB ID column.
     column = header.index("JOB ID")
     assert all(row[column:].startswith(str(job)) for row, job in zip(rows, acme, strict=False))
-    assert "2026-01-01T00:00:00Z" in rows[0] and "tenant=acme" in rows[0] and "vip" in rows[0]
+    assert "2026-01-01T00:00:00Z" in rows[0]
+    assert "tenant=acme" in rows[0]
+    assert "vip" in rows[0]
     after = re.search(r"--after (\d+)", hint)
-    assert blank == "" and after, page
+    assert blank == "", page
+    assert after, page
 
     rest = cli("jobs", "--json", "--limit", "500", "--after", after.group(1))
     assert [uuid.UUID(job["job_id"]) for job in rest.json()] == [acme[2], other, plain, dead]
 
 
 def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli):
-    parent = enqueue(queue="billing", payload={"args": ["secret-card-number"], "kwargs": {}}, tags=(("tenant", "acme"),))
+    parent = enqueue(
+        queue="billing", payload={"args": ["secret-card-number"], "kwargs": {}}, tags=(("tenant", "acme"),)
+    )
     child = enqueue(parents=(parent,), mode=DependencyMode.ON_SUCCESS)
     lease_one(parent)
-    report(parent, Failure(next_due_time=T0 + timedelta(seconds=5), error="boom"), failure_detail="ValueError: card declined")
+    report(
+        parent,
+        Failure(next_due_time=T0 + timedelta(seconds=5), error="boom"),
+        failure_detail="ValueError: card declined",
+    )
 
     text = cli("show", str(parent))
     assert text.returncode == 0, text
@@ -69,12 +80,14 @@ def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli)
     assert re.search(r"^tags\s+tenant=acme$", text.stdout, re.M)
     assert re.search(rf"^children\s+{child}$", text.stdout, re.M)
     assert re.search(r"^\s+2\s+Scheduled\s+1\s+worker-a\s+2026-01-01T00:00:00Z$", text.stdout, re.M)
-    assert "secret-card-number" not in text.stdout and "card declined" not in text.stdout
+    assert "secret-card-number" not in text.stdout
+    assert "card declined" not in text.stdout
     assert "shown with --sensitive" in text.stdout
 
     (shown,) = cli("show", str(parent), "--json", "--sensitive").json()
     assert (shown["job_id"], shown["state"], shown["attempt"]) == (str(parent), "scheduled", 1)
-    assert shown["children"] == [str(child)] and shown["parents"] == []
+    assert shown["children"] == [str(child)]
+    assert shown["parents"] == []
     assert [(e["ordinal"], e["state"], e["actor"]) for e in shown["history"]] == [
         (0, "scheduled", "enqueue"),
         (1, "leased", "worker-a"),
@@ -85,11 +98,14 @@ def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli)
 
     (plain,) = cli("show", str(child), "--json").json()
     assert plain["parents"] == [str(parent)]
-    assert "payload" not in plain and "failure_detail" not in plain["history"][0]
+    assert "payload" not in plain
+    assert "failure_detail" not in plain["history"][0]
 
     refused = cli("show", str(parent), "--sensitive", BACKWAVE_DISABLE_SENSITIVE_DATA="yes")
-    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.returncode == 1
+    assert refused.stdout == ""
     assert "BACKWAVE_DISABLE_SENSITIVE_DATA" in refused.stderr
 
     missing = cli("show", str(uuid.uuid4()))
-    assert missing.returncode == 1 and "No job" in missing.stderr
+    assert missing.returncode == 1
+    assert "No job" in missing.stderr

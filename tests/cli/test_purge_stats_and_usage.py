@@ -36,19 +36,23 @@ def dead_letter(now=None, **fields):
 
 
 def test_purge_dry_run_counts_and_purge_deletes_in_batches_audited_once(cli):
-    cli.settings = {"RETENTION": {"SUCCEEDED_OR_CANCELLED": 3600, "DEAD_LETTERED_OR_QUARANTINED": None},
-                    "MAX_PURGE_BATCH": 2}
+    cli.settings = {
+        "RETENTION": {"SUCCEEDED_OR_CANCELLED": 3600, "DEAD_LETTERED_OR_QUARANTINED": None},
+        "MAX_PURGE_BATCH": 2,
+    }
     old = [succeed(queue=f"q{n}") for n in range(5)]  # ended 2026-01-01, long past an hour
     recent = succeed(now=timezone.now(), queue="recent")
     kept = dead_letter(queue="dead")
 
     dry = cli("purge", "--dry-run", "--json").json()
-    assert dry["dry_run"] is True and dry["jobs"] == 5
+    assert dry["dry_run"] is True
+    assert dry["jobs"] == 5
     assert [(c["state_class"], c["retention_seconds"], c["jobs"]) for c in dry["classes"]] == [
         ("succeeded_or_cancelled", 3600.0, 5),
         ("dead_lettered_or_quarantined", None, 0),
     ]
-    assert JobRecord.objects.count() == 7 and OperatorAudit.objects.count() == 0
+    assert JobRecord.objects.count() == 7
+    assert OperatorAudit.objects.count() == 0
 
     purged = cli("purge")
     assert purged.returncode == 0, purged
@@ -57,7 +61,8 @@ def test_purge_dry_run_counts_and_purge_deletes_in_batches_audited_once(cli):
     assert purged.lines[1] == "Dead-Lettered or Quarantined: kept forever (RETENTION is None), nothing purged"
     assert purged.lines[2] == f"Purged 5 jobs (audited as {ACTOR})."
     # Progress on stderr, one line per batch of MAX_PURGE_BATCH.
-    assert re.findall(r"purged so far", purged.stderr) and "5 purged so far" in purged.stderr
+    assert re.findall(r"purged so far", purged.stderr)
+    assert "5 purged so far" in purged.stderr
     assert not JobRecord.objects.filter(job_id__in=old).exists()
     assert set(JobRecord.objects.values_list("job_id", flat=True)) == {recent, kept}
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
@@ -71,16 +76,20 @@ def test_stats_reports_counts_latency_workers_and_dead_letters_of_the_last_hour(
     enqueue(queue="billing")
     dead_letter(now=now, queue="mail")
     dead_letter(queue="mail")  # dead-lettered on 2026-01-01: not in the last hour
-    store.register_worker(worker_id="host-a:1:abc", hostname="host-a", pid=1, queues=["billing"], concurrency=4, now=now)
+    store.register_worker(
+        worker_id="host-a:1:abc", hostname="host-a", pid=1, queues=["billing"], concurrency=4, now=now
+    )
 
     stats = cli("stats", "--json").json()
     counts = {row["queue"]: row["counts"] for row in stats["queues"]}
-    assert counts["billing"]["scheduled"] == 2 and counts["mail"]["dead_lettered"] == 2
+    assert counts["billing"]["scheduled"] == 2
+    assert counts["mail"]["dead_lettered"] == 2
     assert [(entry["queue"], entry["oldest_due"]) for entry in stats["latency"]] == [
         ("billing", "2026-01-01T00:00:00+00:00")
     ]
     assert stats["latency"][0]["waiting_seconds"] > 0
-    assert stats["workers"]["live"] == 1 and stats["workers"]["live_workers"][0]["worker_id"] == "host-a:1:abc"
+    assert stats["workers"]["live"] == 1
+    assert stats["workers"]["live_workers"][0]["worker_id"] == "host-a:1:abc"
     assert stats["dead_lettered_last_hour"] == 1
     assert stats["dead_lettered_last_hour_by_queue"] == {"mail": 1}
 
@@ -98,7 +107,10 @@ def test_stats_reports_counts_latency_workers_and_dead_letters_of_the_last_hour(
     [
         (("nonsense",), "invalid choice: 'nonsense'"),
         ((), "the following arguments are required: SUBCOMMAND"),
-        (("jobs", "--state", "finished"), "backwave jobs: --state 'finished' is not a job state: expected one of "),
+        (
+            ("jobs", "--state", "finished"),
+            "backwave jobs: --state 'finished' is not a job state: expected one of ",
+        ),
         (("jobs", "--limit", "-5"), "backwave jobs: --limit must be at least 1"),
         (("jobs", "--tag", "=acme"), "backwave jobs: --tag '=acme' is not a tag"),
     ],

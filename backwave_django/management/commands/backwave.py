@@ -29,6 +29,6 @@ class Command(BaseCommand):
         status = cli.run(options, cli.Output(self.stdout, self.stderr))
         if status == cli.EXIT_DONE:
             return
-        if self._called_from_command_line:
+        if getattr(self, "_called_from_command_line", False):
             sys.exit(status)
         raise CommandError(f"backwave {options['command']} exited with status {status}", returncode=status)
