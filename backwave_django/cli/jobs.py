@@ -56,7 +56,7 @@ def _state(job: MonitorJob) -> str:
 
 def list_command(options: dict[str, Any], out: Output) -> int:
     predicates = [values.tag_predicate(text) for text in options["tag"] or ()]
-    predicates += [monitor.HasLabel(text) for text in options["label"] or () if text]
+    predicates += [values.label(text) for text in options["label"] or ()]
     query = JobQuery(
         queue=options["queue"],
         state=None if options["state"] is None else values.job_state(options["state"]),

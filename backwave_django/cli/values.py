@@ -66,6 +66,13 @@ def tag_predicate(text: str) -> TagPredicate:
         ) from None
 
 
+def label(text: str) -> HasLabel:
+    """``--label``: a label taken literally (it may contain ``=`` or end in ``:``)."""
+    if not text:
+        raise UsageError("--label must not be empty (tags never have an empty value)")
+    return HasLabel(text)
+
+
 def tag_text(key: str, value: str) -> str:
     """A tag as ``--tag`` spells it: ``vip`` for a label, ``tenant=acme`` for a keyed tag."""
     return f"{key}={value}" if key else value

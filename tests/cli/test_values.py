@@ -13,6 +13,7 @@ from backwave_django.cli.values import (
     cursor,
     job_ids,
     job_state,
+    label,
     page_size,
     tag_predicate,
 )
@@ -59,7 +60,9 @@ def test_numbers_and_ids():
     assert concurrency_limit("0") == 0
     one = uuid.uuid4()
     assert job_ids([str(one), str(one).upper()]) == [one]
+    assert label("a=b:") == HasLabel("a=b:")
     for read, text in (
+        (label, ""),
         (page_size, "0"),
         (page_size, "ten"),
         (cursor, "-1"),
