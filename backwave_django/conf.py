@@ -25,6 +25,9 @@ from .core.states import HistoryPolicy
 
 SETTING_NAME = "BACKWAVE"
 DISABLE_FAILURE_DETAIL_ENV = "BACKWAVE_DISABLE_FAILURE_DETAIL"
+#: Set (``1``/``true``/``yes``/``on``), no one sees payloads, outputs or failure detail: not in the
+#: console whatever the permissions, not with the CLI's ``show --sensitive``.
+DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 #: Largest wire name / schedule id the columns hold; MAX_WIRE_NAME_LENGTH may not exceed it.
