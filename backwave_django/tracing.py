@@ -16,6 +16,7 @@ the spans record nothing, and the attributes are not even built (:func:`start_at
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from .core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, Snoozed, Success, Unroutable
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from opentelemetry.trace import Span
+
+_NOTHING = nullcontext()
 
 #: The span attributes of an attempt (docs/tracing.md).
 JOB_ID = "backwave.job.id"
@@ -72,8 +75,14 @@ def start_attempt(claimed: ClaimedJob) -> Span:
     return span
 
 
-def current(span: Span) -> AbstractContextManager[Span]:
-    """Make ``span`` the current one while the block runs (it is not ended on leaving)."""
+def current(span: Span) -> AbstractContextManager[object]:
+    """Make ``span`` the current one while the block runs (it is not ended on leaving).
+
+    The no-op tracer's span of a job without a stored context has no valid context to pass on to
+    the handler's own spans, so it is not made current at all.
+    """
+    if not span.get_span_context().is_valid:
+        return _NOTHING
     return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
 
 
