@@ -150,7 +150,7 @@ def settle(finished: Finished) -> Finished:
         running = finished.running
         # An attempt whose handler never started (quarantined, timed out in the harness) gets its
         # span here, for the outcome alone.
-        span = running.span or tracing.start_attempt(running.claimed)
+        span = tracing.start_attempt(running.claimed) if running.span is None else running.span
         tracing.end_attempt(span, finished.outcome, finished.exception)
     return finished
 

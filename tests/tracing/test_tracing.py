@@ -19,8 +19,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from backwave_django import Unique, enqueue_many, job, monitor, store, workflow
-from backwave_django.core.outcomes import Failure, ScheduleSpec
+from backwave_django import Unique, enqueue_many, job, monitor, store, tracing, workflow
+from backwave_django.core.outcomes import Cancelled, Failure, ScheduleSpec, Snoozed, Success, Unroutable
 from backwave_django.core.states import JobState, RequeueResult
 from backwave_django.models import JobRecord
 from backwave_django.testing import BackWaveHarness
@@ -191,6 +191,21 @@ def test_the_test_harness_runs_the_handler_in_the_same_span(spans, tracer):
     [run] = runs(spans, "test.echo")
     assert run.parent.span_id == parent.get_span_context().span_id
     assert run.attributes["backwave.job.outcome"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "name"),
+    [
+        (Success(), "succeeded"),
+        (Failure(next_due_time=T0, error="boom"), "failed"),
+        (Failure(next_due_time=None, error="boom"), "dead_lettered"),
+        (Snoozed(next_due_time=T0), "snoozed"),
+        (Cancelled(cause="operator-cancel"), "cancelled"),
+        (Unroutable(reason="unknown wire name"), "quarantined"),
+    ],
+)
+def test_the_outcome_attribute_names_what_the_outcome_does_to_the_job(outcome, name):
+    assert tracing.outcome_name(outcome) == name
 
 
 # --- What enqueue stores ---------------------------------------------------------------------
