@@ -77,6 +77,13 @@ class JobRecord(models.Model):
                 condition=Q(state=JobState.LEASED),
                 name="backwave_job_leased",
             ),
+            # Jobs waiting for their parents, per queue: what the metrics count (docs/operations.md,
+            # "Metrics") without reading the retained terminal rows.
+            models.Index(
+                fields=["queue"],
+                condition=Q(state=JobState.AWAITING_PARENT),
+                name="backwave_job_awaiting",
+            ),
             models.Index(
                 fields=["state", "terminal_at", "sequence"],
                 condition=_TERMINAL,

@@ -258,6 +258,23 @@ def get_job(job_id: uuid.UUID) -> MonitorJob | None:
     return found[0] if found else None
 
 
+@dataclass(frozen=True)
+class JobContent:
+    """A job's sensitive content: the payload it was enqueued with and what its handler returned
+    (None until it Succeeded). Shown only to those allowed to see it (docs/admin.md, docs/cli.md)."""
+
+    payload: Any
+    output: Any
+
+
+def job_content(job_id: uuid.UUID) -> JobContent | None:
+    """The payload and output of the job with this id, or None (one unique-index read)."""
+    require_uuid("job_id", job_id)
+    rows = JobRecord.objects.using(jobs_database()).filter(job_id=job_id)
+    row = rows.values_list("payload", "output").first()
+    return None if row is None else JobContent(*row)
+
+
 def list_jobs(query: JobQuery | None = None) -> list[MonitorJob]:
     """One page of the jobs ``query`` selects, in ``sequence`` order (oldest first by default).
 

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -71,6 +72,9 @@ class Running:
     finished: bool = False
     #: The handler's thread was abandoned past its timeout's grace (and replaced).
     thread_retired: bool = False
+    #: When the handler started and returned (Unix time), stamped only for a worker with metrics.
+    handler_started: float = 0.0
+    handler_ended: float = 0.0
     #: The attempt's trace span, once its handler started (only with OpenTelemetry; docs/tracing.md).
     span: Any = None
 
@@ -342,6 +346,9 @@ class Executor:
     ) -> None:
         self.settings = settings
         self.report: Callable[[Finished], None] = on_finished
+        #: Stamp each handler's start and end (``Running.handler_started``/``handler_ended``): only
+        #: when the worker records metrics.
+        self.timed = False
         self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
@@ -449,9 +456,13 @@ class Executor:
             with running_as(running.context), traced(running):
                 if running.claimed.timeout is not None:
                     self._watch(running, thread_id=threading.get_ident(), cancel_task=None)
+                if self.timed:
+                    running.handler_started = time.time()
                 try:
                     result = routed.definition.func(*arguments, **routed.kwargs)
                 finally:
+                    if self.timed:
+                        running.handler_ended = time.time()
                     if running.deadline is not None:
                         running.deadline.disarm()
         except BaseException as exc:
@@ -469,6 +480,8 @@ class Executor:
                 arguments = await self._off_loop(handler_arguments, running, routed)
             else:
                 arguments = handler_arguments(running, routed)
+            if self.timed:
+                running.handler_started = time.time()
             with running_as(running.context), traced(running):  # the task below copies this context
                 running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
             if running.claimed.timeout is not None:
@@ -480,6 +493,8 @@ class Executor:
             try:
                 result = await running.task
             finally:
+                if self.timed:
+                    running.handler_ended = time.time()
                 if running.deadline is not None:
                     running.deadline.disarm()
         except BaseException as exc:

@@ -102,6 +102,10 @@ class Worker:
         self.executor = Executor(
             concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
         )
+        self.metrics = options.metrics
+        self.executor.timed = self.metrics is not None
+        #: When this worker last refreshed its worker row (Unix time; None before the first time).
+        self.heartbeat_at: float | None = None
         self.hints: HintListener | None = None
         self.observer_pump: ObserverPump | None = None
         #: Cancel requests heard on the hint connection (job ids), delivered by the pump.
@@ -480,10 +484,13 @@ class Worker:
         for finished, result in zip(batch, results, strict=True):
             log_outcome(finished, result)
         announce_finished(Worker, batch, results)
+        if self.metrics is not None:
+            self.metrics.outcomes_written(batch, results)
 
     def _heartbeat(self) -> None:
         now = clock.now()
         store.touch_worker(self.worker_id, now=now)
+        self.heartbeat_at = time.time()
         if not self.running:
             return
         results = store.heartbeat(

@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("backwave_django", "0012_monitor_indexes"),
+        ("backwave_django", "0014_operatoraudit_purge"),
     ]
 
     operations = [
