@@ -58,6 +58,9 @@ class JobRecord(models.Model):
     unique_key = models.CharField(max_length=64, null=True, blank=True)
     #: The workflow this job is a member of, or null (see docs/workflows.md).
     workflow_id = models.UUIDField(null=True, blank=True)
+    #: The W3C ``traceparent`` of the span that enqueued the job, stored verbatim, or null: enqueued
+    #: outside a span, minted by a schedule, or without OpenTelemetry (see docs/tracing.md).
+    trace_context = models.TextField(null=True, blank=True)
 
     class Meta:
         verbose_name = "job"

@@ -215,6 +215,8 @@ class MonitorJob:
     next_ordinal: int
     #: The last progress its handler recorded (``{"done", "total", "note", "at"}``), or None.
     progress: Any
+    #: The W3C ``traceparent`` the job was enqueued under, or None (docs/tracing.md).
+    trace_context: str | None = None
     #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
     tags: tuple[TagPair, ...] = field(default=())
 

@@ -231,6 +231,7 @@ def _insert_many(
             priority=new_job.priority,
             unique_key=None if unique is None else unique.key,
             workflow_id=workflow_id,
+            trace_context=new_job.trace_context,
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
@@ -390,7 +391,7 @@ SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
 
 _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
-                        priority"""
+                        priority, trace_context"""
 
 #: Insert a batch of jobs without parents (each column travels as one array; rows are inserted
 #: in input order, so of two equal ids the first is the one stored), then :data:`_AFTER_INSERT`.
@@ -399,13 +400,13 @@ WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
     SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
            {SCHEDULED}, 0, false, 0, %(now)s, 1,
-           n.max_attempts, n.backoff::jsonb, n.timeout, n.priority
+           n.max_attempts, n.backoff::jsonb, n.timeout, n.priority, n.trace_context
     FROM unnest(%(job_ids)s::uuid[], %(wire_names)s::text[], %(queues)s::text[], %(payloads)s::text[],
                 %(due_times)s::timestamptz[], %(modes)s::smallint[],
                 %(max_attempts)s::int[], %(backoffs)s::text[], %(timeouts)s::float8[],
-                %(priorities)s::smallint[])
+                %(priorities)s::smallint[], %(trace_contexts)s::text[])
          WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode,
-                               max_attempts, backoff, timeout, priority, position)
+                               max_attempts, backoff, timeout, priority, trace_context, position)
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
@@ -418,7 +419,7 @@ WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
     VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
             {SCHEDULED}, 0, false, 0, %(now)s, 1,
-            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s)
+            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
 ){_AFTER_INSERT}"""
@@ -436,6 +437,7 @@ ENQUEUE_ARRAYS = (
     "backoffs",
     "timeouts",
     "priorities",
+    "trace_contexts",
 )
 
 
@@ -451,6 +453,7 @@ ONE_JOB_VALUES = {
     "backoff": "backoffs",
     "timeout": "timeouts",
     "priority": "priorities",
+    "trace_context": "trace_contexts",
 }
 
 
@@ -482,6 +485,7 @@ def _enqueue_without_parents(
         columns["backoffs"].append(None if policy["backoff"] is None else json.dumps(policy["backoff"]))
         columns["timeouts"].append(policy["timeout"])
         columns["priorities"].append(new_job.priority)
+        columns["trace_contexts"].append(new_job.trace_context)
         tags.extend(
             {"job_id": str(new_job.job_id), "key": key, "value": value} for key, value in new_job.tag_pairs
         )

@@ -14,19 +14,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
 
-from .. import clock
+from .. import clock, tracing
 from ..conf import BackWaveSettings
 from ..context import JobCancelled, JobContext, running_as
 from ..core.encoding import json_size
@@ -73,6 +75,8 @@ class Running:
     #: When the handler started and returned (Unix time), stamped only for a worker with metrics.
     handler_started: float = 0.0
     handler_ended: float = 0.0
+    #: The attempt's trace span, once its handler started (only with OpenTelemetry; docs/tracing.md).
+    span: Any = None
 
     @property
     def timed_out(self) -> bool:
@@ -87,6 +91,8 @@ class Finished:
     outcome: Outcome
     output: Any = None
     failure_detail: str | None = None
+    #: What a Failure was made of (the trace span records it).
+    exception: BaseException | None = None
 
     def report(self, worker_id: str) -> OutcomeReport:
         """The fenced outcome write for this attempt, with the tags and progress the handler added."""
@@ -136,14 +142,33 @@ def handler_arguments(running: Running, routed: Routed) -> list[Any]:
 
 
 def settle(finished: Finished) -> Finished:
-    """Tell the attempt's execution hooks how it ended; their errors are logged, never the outcome's."""
+    """Tell the attempt's execution hooks how it ended (their errors are logged, never the
+    outcome's), and end its trace span. Called once per attempt, whatever way it ended."""
     attempt = finished.running.attempt_hooks
     if attempt is not None:
         try:
             attempt.finish(finished.outcome, finished.output, finished.failure_detail)
         except Exception:
             logger.exception("Execution hooks of job %s failed", finished.running.claimed.job_id)
+    if tracing.ENABLED:
+        running = finished.running
+        # An attempt whose handler never started (quarantined, timed out in the harness) gets its
+        # span here, for the outcome alone.
+        span = tracing.start_attempt(running.claimed) if running.span is None else running.span
+        tracing.end_attempt(span, finished.outcome, finished.exception)
     return finished
+
+
+_UNTRACED = contextlib.nullcontext()
+
+
+def traced(running: Running) -> AbstractContextManager[object]:
+    """Start the attempt's trace span and make it current while the handler runs (docs/tracing.md);
+    :func:`settle` ends it. Nothing without OpenTelemetry."""
+    if not tracing.ENABLED:
+        return _UNTRACED
+    running.span = tracing.start_attempt(running.claimed)
+    return tracing.current(running.span)
 
 
 def success(running: Running, result: Any, *, settings: BackWaveSettings, now: datetime) -> Finished:
@@ -177,7 +202,10 @@ def from_exception(
         return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
     if isinstance(exc, Discard):
         return Finished(
-            running, Failure(next_due_time=None, error=exc.reason), failure_detail=failure_detail(exc)
+            running,
+            Failure(next_due_time=None, error=exc.reason),
+            failure_detail=failure_detail(exc),
+            exception=exc,
         )
     definition = get(running.claimed.wire_name)
     discard = definition is not None and definition.discards(exc)
@@ -210,6 +238,7 @@ def failure(
         running,
         Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
         failure_detail=failure_detail(exc),
+        exception=exc,
     )
 
 
@@ -424,7 +453,7 @@ class Executor:
         close_old_connections()
         try:
             arguments = handler_arguments(running, routed)
-            with running_as(running.context):
+            with running_as(running.context), traced(running):
                 if running.claimed.timeout is not None:
                     self._watch(running, thread_id=threading.get_ident(), cancel_task=None)
                 if self.timed:
@@ -453,7 +482,7 @@ class Executor:
                 arguments = handler_arguments(running, routed)
             if self.timed:
                 running.handler_started = time.time()
-            with running_as(running.context):  # the task created below copies this context
+            with running_as(running.context), traced(running):  # the task below copies this context
                 running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
             if running.claimed.timeout is not None:
                 self._watch(
@@ -517,9 +546,9 @@ def run_inline(running: Running, *, settings: BackWaveSettings, now: datetime) -
     """
     routed = route_claimed(running)
     if isinstance(routed, Finished):
-        return routed
+        return settle(routed)
     try:
-        with running_as(running.context):
+        with running_as(running.context), traced(running):
             result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
             if routed.definition.is_async:
                 result = asyncio.run(result)
