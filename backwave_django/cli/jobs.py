@@ -39,6 +39,7 @@ def job_json(job: MonitorJob) -> dict[str, Any]:
         "schedule_id": job.schedule_id,
         "workflow_id": None if job.workflow_id is None else str(job.workflow_id),
         "unique_key": job.unique_key,
+        "trace_context": job.trace_context,
         "progress": job.progress,
         "tags": [[key, value] for key, value in job.tags],
     }
@@ -174,7 +175,12 @@ def _show_text(
         fields.append(("lease", f"{job.lease_owner} until {when(job.lease_expiry)}"))
     if job.is_terminal:
         fields += [("ended at", when(job.terminal_at)), ("terminal cause", job.terminal_cause or "-")]
-    optional = (("schedule", job.schedule_id), ("workflow", job.workflow_id), ("unique key", job.unique_key))
+    optional = (
+        ("schedule", job.schedule_id),
+        ("workflow", job.workflow_id),
+        ("unique key", job.unique_key),
+        ("trace context", job.trace_context),
+    )
     fields += [(name, value) for name, value in optional if value is not None]
     fields += [
         ("progress", _progress(job.progress)),

@@ -15,6 +15,8 @@ from ..conftest import T0, enqueue, lease_one, report
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 
 def test_jobs_filters_pages_and_prints_json(cli):
     acme = [
@@ -63,7 +65,10 @@ def test_jobs_filters_pages_and_prints_json(cli):
 
 def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli):
     parent = enqueue(
-        queue="billing", payload={"args": ["secret-card-number"], "kwargs": {}}, tags=(("tenant", "acme"),)
+        queue="billing",
+        payload={"args": ["secret-card-number"], "kwargs": {}},
+        tags=(("tenant", "acme"),),
+        trace_context=TRACEPARENT,
     )
     child = enqueue(parents=(parent,), mode=DependencyMode.ON_SUCCESS)
     lease_one(parent)
@@ -79,6 +84,7 @@ def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli)
     assert re.search(r"^queue\s+billing$", text.stdout, re.M)
     assert re.search(r"^tags\s+tenant=acme$", text.stdout, re.M)
     assert re.search(rf"^children\s+{child}$", text.stdout, re.M)
+    assert re.search(rf"^trace context\s+{TRACEPARENT}$", text.stdout, re.M)
     assert re.search(r"^\s+2\s+Scheduled\s+1\s+worker-a\s+2026-01-01T00:00:00Z$", text.stdout, re.M)
     assert "secret-card-number" not in text.stdout
     assert "card declined" not in text.stdout
@@ -88,6 +94,7 @@ def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli)
     assert (shown["job_id"], shown["state"], shown["attempt"]) == (str(parent), "scheduled", 1)
     assert shown["children"] == [str(child)]
     assert shown["parents"] == []
+    assert shown["trace_context"] == TRACEPARENT
     assert [(e["ordinal"], e["state"], e["actor"]) for e in shown["history"]] == [
         (0, "scheduled", "enqueue"),
         (1, "leased", "worker-a"),
@@ -99,6 +106,8 @@ def test_show_prints_the_record_history_and_edges_and_hides_sensitive_parts(cli)
     (plain,) = cli("show", str(child), "--json").json()
     assert plain["parents"] == [str(parent)]
     assert "payload" not in plain
+    assert plain["trace_context"] is None
+    assert not re.search(r"^trace context", cli("show", str(child)).stdout, re.M)
     assert "failure_detail" not in plain["history"][0]
 
     refused = cli("show", str(parent), "--sensitive", BACKWAVE_DISABLE_SENSITIVE_DATA="yes")
