@@ -303,3 +303,6 @@ def check_pooler(
             for problem in session_state_options(connections[alias].settings_dict)
         )
     return messages
+
+
+from .metrics import checks as _metrics_checks  # noqa: E402, F401  (registers backwave.W005)

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import clock, signals, store
+from . import clock, signals, store, tracing
 from .core.callables import P, R
 from .core.ids import job_id_for_key, uuid7
 from .core.outcomes import NewJob
@@ -78,8 +78,12 @@ class PreparedJob:
     timeout: float | None = None
     priority: int = 0
     unique: UniqueKey | None = None
+    #: A trace context given with ``.using(trace_context=...)``; None: the caller's current span's.
+    trace_context: str | None = None
 
-    def new_job(self, now: datetime) -> NewJob:
+    def new_job(self, now: datetime, trace_context: str | None = None) -> NewJob:
+        """The job to store, due by ``run_after`` from ``now``; ``trace_context`` is the enqueuing
+        span's (:func:`tracing.current_traceparent`), unless this job was given its own."""
         run_after = self.run_after
         if run_after is None:
             due = now
@@ -101,6 +105,7 @@ class PreparedJob:
             timeout=self.timeout,
             priority=self.priority,
             unique=self.unique,
+            trace_context=self.trace_context or trace_context,
         )
 
 
@@ -120,6 +125,7 @@ class JobOptions(Generic[P, R]):
     timeout: float | None = None
     priority: int = 0
     unique: Unique | None = None
+    trace_context: str | None = None
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """Encode the call and validate the options, without touching the database."""
@@ -154,6 +160,7 @@ class JobOptions(Generic[P, R]):
             timeout=declared_timeout if self.timeout is None else self.timeout,
             priority=self.priority,
             unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
+            trace_context=self.trace_context,
         )
         # Validate the options now (not at enqueue), without encoding the payload twice.
         validate_queue_name(prepared.queue)
@@ -183,9 +190,10 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
         if not isinstance(item, PreparedJob):
             raise TypeError(f"enqueue_many takes prepared jobs (job.prepare(...)); item {index} is {item!r}")
     receipts: list[EnqueueReceipt] = []
+    trace_context = tracing.current_traceparent() if tracing.ENABLED else None
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
         now = clock.now()
-        batch = [item.new_job(now) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
+        batch = [item.new_job(now, trace_context) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
         entries = store.enqueue_batch(batch, now=now, raise_refusals=True)
         receipts += [EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result) for entry in entries]
         if signals.job_enqueued.has_listeners():

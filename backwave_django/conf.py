@@ -25,6 +25,9 @@ from .core.states import HistoryPolicy
 
 SETTING_NAME = "BACKWAVE"
 DISABLE_FAILURE_DETAIL_ENV = "BACKWAVE_DISABLE_FAILURE_DETAIL"
+#: Set (``1``/``true``/``yes``/``on``), no one sees payloads, outputs or failure detail: not in the
+#: console whatever the permissions, not with the CLI's ``show --sensitive``.
+DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
 #: Largest wire name / schedule id the columns hold; MAX_WIRE_NAME_LENGTH may not exceed it.
@@ -45,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": timedelta(seconds=1),
     "MAINTENANCE_INTERVAL": timedelta(seconds=5),
     "CONCURRENCY": 20,
-    "PREFETCH": None,  # leases held ready beyond the busy slots; None: as many as the concurrency
+    "PREFETCH": None,  # leases held ready beyond the busy slots; None: fill a claim batch (worker.md)
     "JOB_TIMEOUT": None,  # None: handlers run without a time limit unless their job sets one
     "TIMEOUT_GRACE": timedelta(seconds=10),  # after a timeout, how long a sync handler has to stop
     "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
@@ -63,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "CONSOLE_BULK_LIMIT": 10_000,
     "DATABASE": None,  # None: wherever the routers send the job models ("default" without one)
     "LISTEN_DATABASE": None,  # None: the jobs' own alias
+    "METRICS_COUNT_INTERVAL": timedelta(seconds=15),  # the metrics' job counts are at most this old
+    "METRICS_TOKEN": None,  # None: the metrics view answers staff sessions only
 }
 
 _POSITIVE_INTS = (
@@ -113,6 +118,8 @@ class BackWaveSettings:
     console_bulk_limit: int
     database: str | None
     listen_database: str | None
+    metrics_count_interval: timedelta
+    metrics_token: str | None
 
 
 def env_flag(name: str) -> bool:
@@ -142,6 +149,13 @@ def _alias(value: Any, key: str, errors: list[str]) -> str | None:
     if value is None or (isinstance(value, str) and value):
         return value
     errors.append(f"{key} must be a database alias (a key of DATABASES) or None, got {value!r}.")
+    return None
+
+
+def _token(value: Any, errors: list[str]) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    errors.append("METRICS_TOKEN must be a non-empty string (a bearer token) or None.")
     return None
 
 
@@ -316,6 +330,10 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         queues=_queues(merged["QUEUES"], errors),
         database=_alias(merged["DATABASE"], "DATABASE", errors),
         listen_database=_alias(merged["LISTEN_DATABASE"], "LISTEN_DATABASE", errors),
+        metrics_count_interval=_duration(
+            merged["METRICS_COUNT_INTERVAL"], "METRICS_COUNT_INTERVAL", errors, allow_zero=True
+        ),
+        metrics_token=_token(merged["METRICS_TOKEN"], errors),
     )
     return resolved, errors
 

@@ -58,6 +58,9 @@ class JobRecord(models.Model):
     unique_key = models.CharField(max_length=64, null=True, blank=True)
     #: The workflow this job is a member of, or null (see docs/workflows.md).
     workflow_id = models.UUIDField(null=True, blank=True)
+    #: The W3C ``traceparent`` of the span that enqueued the job, stored verbatim, or null: enqueued
+    #: outside a span, minted by a schedule, or without OpenTelemetry (see docs/tracing.md).
+    trace_context = models.TextField(null=True, blank=True)
 
     class Meta:
         verbose_name = "job"
@@ -73,6 +76,13 @@ class JobRecord(models.Model):
                 fields=["queue", "lease_expiry"],
                 condition=Q(state=JobState.LEASED),
                 name="backwave_job_leased",
+            ),
+            # Jobs waiting for their parents, per queue: what the metrics count (docs/operations.md,
+            # "Metrics") without reading the retained terminal rows.
+            models.Index(
+                fields=["queue"],
+                condition=Q(state=JobState.AWAITING_PARENT),
+                name="backwave_job_awaiting",
             ),
             models.Index(
                 fields=["state", "terminal_at", "sequence"],

@@ -8,10 +8,21 @@ action that acted. Editing a job's payload is deliberately not an action.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from . import clock, store
+from .conf import get_settings
 from .core.outcomes import ScheduleSpec
-from .core.states import CancelResult, RequeueResult, RetryNowResult, TriggerScheduleResult
+from .core.states import (
+    CancelResult,
+    RequeueResult,
+    RetryNowResult,
+    TerminalStateClass,
+    TriggerScheduleResult,
+)
+from .core.validation import require_actor
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -57,3 +68,73 @@ def save_schedule(spec: ScheduleSpec, *, actor: str) -> None:
 def remove_schedule(schedule_id: str, *, actor: str) -> bool:
     """Remove a schedule (instances already minted stay); audited when one was removed."""
     return store.remove_schedule(schedule_id, actor=actor, now=clock.now())
+
+
+@dataclass(frozen=True)
+class PurgedClass:
+    """What a purge did (or, on a dry run, would do) to one retention class."""
+
+    state_class: TerminalStateClass
+    #: ``RETENTION`` for the class; None when it is kept forever (nothing was looked at).
+    retention: timedelta | None
+    #: Jobs that ended at or before this instant were eligible (None with ``retention``).
+    terminal_before: datetime | None
+    #: Jobs deleted; on a dry run, jobs that would be deleted.
+    jobs: int
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    dry_run: bool
+    now: datetime
+    classes: tuple[PurgedClass, ...]
+
+    @property
+    def jobs(self) -> int:
+        return sum(entry.jobs for entry in self.classes)
+
+
+#: ``on_batch(state_class, purged_so_far)``: called after every batch of a purge that deleted jobs.
+PurgeProgress = Callable[[TerminalStateClass, int], None]
+
+
+def _retention(state_class: TerminalStateClass) -> timedelta | None:
+    settings = get_settings()
+    if state_class is TerminalStateClass.SUCCEEDED_OR_CANCELLED:
+        return settings.retention_succeeded_or_cancelled
+    return settings.retention_dead_lettered_or_quarantined
+
+
+def purge(*, actor: str, dry_run: bool = False, on_batch: PurgeProgress | None = None) -> PurgeReport:
+    """Purge the terminal jobs past ``RETENTION`` now, as the worker's maintenance does, until done.
+
+    Each class whose retention is set is purged in batches of ``MAX_PURGE_BATCH`` (one transaction
+    each) until a batch finds nothing; the cutoff is fixed at the start (``now - RETENTION``).
+    A run writes one ``OperatorAudit`` row at the end, whatever it deleted; ``dry_run`` counts
+    what would go and deletes and audits nothing.
+    """
+    require_actor(actor)
+    now = clock.now()
+    classes = []
+    for state_class in TerminalStateClass:
+        keep = _retention(state_class)
+        if keep is None:
+            classes.append(PurgedClass(state_class, None, None, 0))
+            continue
+        cutoff = now - keep
+        if dry_run:
+            jobs = store.count_purgeable(state_class, terminal_before=cutoff)
+        else:
+            jobs = 0
+            while batch := store.purge_terminal(
+                state_class, terminal_before=cutoff, max_jobs=get_settings().max_purge_batch
+            ):
+                jobs += batch
+                if on_batch is not None:
+                    on_batch(state_class, jobs)
+        classes.append(PurgedClass(state_class, keep, cutoff, jobs))
+    report = PurgeReport(dry_run, now, tuple(classes))
+    if not dry_run:
+        parts = ", ".join(f"{entry.state_class.name.lower()} {entry.jobs}" for entry in classes)
+        store.record_purge(actor=actor, summary=f"{report.jobs} jobs ({parts})", now=clock.now())
+    return report

@@ -31,7 +31,7 @@ from .core.retry import (
 from .core.states import DependencyMode
 from .core.tags import Tag, normalize_tags, tag_from_pair
 from .core.unique import Unique, UniqueKey, require_priority, unique_digest
-from .core.validation import require_timeout, validate_queue_name
+from .core.validation import require_timeout, require_trace_context, validate_queue_name
 
 if TYPE_CHECKING:
     import uuid
@@ -130,12 +130,14 @@ class JobDefinition(Generic[P, R]):
         timeout: timedelta | float | None = None,
         priority: int | None = None,
         unique: Unique | None = None,
+        trace_context: str | None = None,
     ) -> JobOptions[P, R]:
         """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``.
 
         ``max_attempts``, ``backoff`` (a list of seconds), ``timeout`` and ``priority`` override the
         ``@job``'s own for this job; ``unique`` makes the enqueue a no-op while a conflicting job
-        exists. They are checked here, before anything is written.
+        exists; ``trace_context`` (a W3C ``traceparent``) is stored instead of the current span's
+        (docs/tracing.md). They are checked here, before anything is written.
         """
         from .client import JobOptions
 
@@ -163,6 +165,7 @@ class JobDefinition(Generic[P, R]):
             timeout=None if timeout is None else require_timeout(timeout),
             priority=self.priority if priority is None else require_priority(priority),
             unique=unique,
+            trace_context=None if trace_context is None else require_trace_context(trace_context),
         )
 
     def unique_key(self, unique: Unique, args: tuple[Any, ...], kwargs: dict[str, Any]) -> UniqueKey:

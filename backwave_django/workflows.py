@@ -24,7 +24,7 @@ from types import TracebackType
 
 from asgiref.sync import sync_to_async
 
-from . import clock, signals, store
+from . import clock, signals, store, tracing
 from .client import PreparedJob, announce_enqueued
 from .core.ids import uuid7, workflow_id_for_key
 from .core.states import WorkflowEnqueueResult
@@ -121,10 +121,11 @@ class WorkflowBuilder:
         if self._receipt is not None:
             raise RuntimeError(f"workflow {self._workflow_id} is already enqueued")
         now = clock.now()
+        trace_context = tracing.current_traceparent() if tracing.ENABLED else None
         definition = WorkflowDefinition(
             workflow_id=self._workflow_id,
             name=self._name,
-            members=tuple(job.new_job(now) for job in self._jobs),
+            members=tuple(job.new_job(now, trace_context) for job in self._jobs),
             is_append=self._append,
             restarted_from=self._restarted_from,
         )

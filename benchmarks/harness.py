@@ -44,6 +44,13 @@ JOB_TABLES = (
 POLL_SECONDS = 0.02
 
 
+def set_results_dir(path: Path) -> None:
+    """Write the JSON results and the worker logs under ``path`` instead (``--results-dir``)."""
+    global RESULTS_DIR, LOG_DIR
+    RESULTS_DIR = path
+    LOG_DIR = path / "logs"
+
+
 def conninfo(dbname: str) -> dict[str, Any]:
     return {
         "host": os.environ.get("PGHOST", "127.0.0.1"),
@@ -218,10 +225,16 @@ class Processes:
     ) -> subprocess.Popen[bytes]:
         """``python -m django backwave_worker ARGS``, its output in results/logs/{log_name}.log;
         ``env`` adds to the worker's environment."""
+        return self.start_command([sys.executable, "-m", "django", "backwave_worker", *args], log_name, env)
+
+    def start_command(
+        self, command: Sequence[str], log_name: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Any worker command (a peer queue's too), started like ``start_worker``: in a session of
+        its own, from the repository root, with the harness's environment plus ``env``."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = (LOG_DIR / f"{log_name}.log").open("w")
         self._logs.append(log)
-        command = [sys.executable, "-m", "django", "backwave_worker", *args]
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         process = subprocess.Popen(

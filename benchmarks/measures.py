@@ -55,6 +55,10 @@ class Context:
     memory_marks: tuple[int, ...]
     fan: int
     results: dict[str, Any] = field(default_factory=dict)
+    #: The peer queues the ``peers`` step measures beside backwave_django (benchmarks/peers.py).
+    peers: tuple[str, ...] = ()
+    #: Leave the scratch databases behind (``--keep-db``); the peers' own ones too.
+    keep_db: bool = False
 
     def timeout_for(self, jobs: int) -> float:
         """Generous: a measurement is abandoned only when something is clearly stuck."""

@@ -22,12 +22,14 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 MEASUREMENTS = (
     "enqueue",
     "processing",
+    "peers",
     "timeouts",
     "priorities",
     "observers",
@@ -72,7 +74,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--memory-marks", default="50000,200000", help="Succeeded counts at which worker RSS is sampled"
     )
     parser.add_argument("--fan", type=int, default=1000, help="children (fan-out) and parents (fan-in)")
+    parser.add_argument(
+        "--peers",
+        default="pgqueuer,procrastinate",
+        help="the peer queues the peers step measures beside backwave_django (default: both; a peer "
+        "that is not installed is reported as skipped)",
+    )
+    parser.add_argument(
+        "--results-dir",
+        help="write the JSON and the worker logs here instead of benchmarks/results",
+    )
     args = parser.parse_args(argv)
+    from .peer_report import PEERS
+
+    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    if unknown_peers := sorted(set(args.peers) - set(PEERS)):
+        parser.error(f"--peers: unknown peer(s) {', '.join(unknown_peers)}; choose from {', '.join(PEERS)}")
     if args.n is None:
         args.n = 2000 if args.quick else 10_000
     if args.only:
@@ -355,6 +372,7 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             f"{fan_in['parents']:,} parents → 1 child: last parent Succeeded → child Succeeded",
             _ms(fan_in["last_parent_to_child_ms"]),
         )
+    error_row("peers")  # its figures have a table of their own (benchmarks/peer_report.py)
     return table
 
 
@@ -467,6 +485,10 @@ def footnotes(results: dict[str, Any]) -> list[str]:
     return notes
 
 
+def _shown(path: Path, root: Path) -> Path:
+    return path.relative_to(root) if path.is_relative_to(root) else path
+
+
 # --- Main -------------------------------------------------------------------------------------
 
 
@@ -487,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import harness
 
+    if args.results_dir:
+        harness.set_results_dir(Path(args.results_dir).resolve())
     harness.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     # Byte-compile the package and the harness first, as an installed package is: with
     # PYTHONDONTWRITEBYTECODE set, every worker process would otherwise compile them from source
@@ -523,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        from . import measures, observing
+        from . import measures, observing, peers
 
         ctx = measures.Context(
             dbname=args.db,
@@ -537,10 +561,13 @@ def main(argv: list[str] | None = None) -> int:
             memory_marks=args.memory_marks,
             fan=args.fan,
             results=results,
+            peers=tuple(args.peers),
+            keep_db=args.keep_db,
         )
         steps: dict[str, Callable[[measures.Context], dict[str, Any]]] = {
             "enqueue": measures.enqueue,
             "processing": measures.processing,
+            "peers": peers.peers,
             "timeouts": measures.timeouts,
             "priorities": measures.priorities,
             "observers": observing.observers,
@@ -585,6 +612,12 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - run_started
     table = rows(results, args)
     report = markdown(table)
+    side_by_side: list[dict[str, str]] = []
+    if "peers" in results and "error" not in results["peers"]:
+        from . import peer_report
+
+        side_by_side = peer_report.rows(results)
+        env["peers_details"] = peer_report.details(results)
     notes = footnotes(results)
     env["total_runtime_s"] = total
     env["step_runtime_s"] = timings
@@ -599,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "environment": env,
                 "table": table,
+                "peers_table": side_by_side,
                 "notes": notes,
                 "details": details(results),
                 "results": results,
@@ -616,13 +650,21 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes:
         print()
         print(note)
+    if side_by_side:
+        print()
+        print("Side by side with the peers (the same method for each queue; see docs/performance.md):")
+        print()
+        print(peer_report.markdown(results, side_by_side))
+        print()
+        for line in env["peers_details"]:
+            print(f"- {line}")
     print()
     for line in details(results):
         print(f"- {line}")
     print()
     print(
         f"Total runtime {total:.0f} s; load average at start {env['loadavg_at_start'][0]:.2f}, "
-        f"at end {env['loadavg_at_end'][0]:.2f}. JSON: {out.relative_to(harness.ROOT)} (and {dated.name})"
+        f"at end {env['loadavg_at_end'][0]:.2f}. JSON: {_shown(out, harness.ROOT)} (and {dated.name})"
     )
     return 0
 

@@ -64,3 +64,14 @@ def test_make_demo_neither_installs_nor_mentions_the_mariadb_driver(tmp_path: Pa
         assert "mysqlclient" not in commands
         assert "MariaDB" not in commands
         assert "scripts/demo.sh" in commands
+
+
+def test_make_bench_installs_the_peer_queues_once(tmp_path: Path, venv: Path) -> None:
+    # The peers' extra goes into the existing virtualenv on the first `make bench`, and not again.
+    commands = dry_run(tmp_path, "bench", libmariadb=False)
+    assert f"{venv}/bin/python -m pip install -qq -e '.[postgres,dev,bench]'" in commands
+    assert f"{venv}/bin/python -m benchmarks.run" in commands
+    (venv / ".bench-stamp").touch()
+    commands = dry_run(tmp_path, "bench", libmariadb=False)
+    assert "bench]'" not in commands
+    assert f"{venv}/bin/python -m benchmarks.run" in commands

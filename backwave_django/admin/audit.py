@@ -2,7 +2,7 @@
 
 Rows are written by the store, one per operator action that acted (through
 :mod:`backwave_django.operator`), and are append-only: here they are only listed, newest first,
-each target linking to its job, queue or schedule.
+each target linking to its job, queue or schedule (a purge's target is its summary, plain text).
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
 
     @admin.display(description="target")
     def target_link(self, row: OperatorAudit) -> str:
-        """The job (by its short id), queue or schedule acted on, linking to it."""
+        """The job (by its short id), queue or schedule acted on, linking to it; a purge's summary."""
+        if row.action == OperatorAction.PURGE:
+            return row.target
         if row.action in JOB_ACTIONS:
             url = reverse("admin:backwave_django_jobrecord_change", args=[row.target])
             return format_html(

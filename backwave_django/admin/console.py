@@ -31,7 +31,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from ..conf import env_flag, get_settings
+from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
 from ..core.states import JobState
 from ..models import JobRecord, Workflow
 from ..store.leases import LEASE_EXPIRED_CAUSE
@@ -42,7 +42,6 @@ REQUEUE_PERMISSION = "backwave_django.requeue_jobrecord"
 SENSITIVE_PERMISSION = "backwave_django.view_sensitive_jobrecord"
 TRIGGER_PERMISSION = "backwave_django.trigger_recurringschedule"
 PAUSE_PERMISSION = "backwave_django.pause_queuesettings"
-DISABLE_SENSITIVE_ENV = "BACKWAVE_DISABLE_SENSITIVE_DATA"
 HIDDEN_TEXT = "Hidden: needs the “view sensitive” permission."
 
 #: How many rows a detail page lists (a job's gating parents and waiting children, a schedule's

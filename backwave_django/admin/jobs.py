@@ -115,6 +115,7 @@ JOB_FACTS = (
     "minted_by",
     "workflow",
     "tag_list",
+    "trace_context_view",
     "sequence",
 )
 SENSITIVE_FIELDS = ("payload_view", "output_view")
@@ -316,6 +317,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
         if not job.unique_key:
             return "— (not a unique job)"
         return format_html('<code title="{}">{}…</code>', job.unique_key, job.unique_key[:16])
+
+    @admin.display(description="trace context")
+    def trace_context_view(self, job: JobRecord) -> str:
+        """The enqueuer's W3C traceparent, the parent of the handler's span (docs/tracing.md)."""
+        return format_html("<code>{}</code>", job.trace_context) if job.trace_context else "—"
 
     @admin.display(description="attempt")
     def retry_attempt(self, job: JobRecord) -> str:

@@ -21,6 +21,7 @@ from .validation import (
     require_aware,
     require_str as _require_str,
     require_timeout,
+    require_trace_context,
     require_uuid as _require_uuid,
     validate_queue_name,
 )
@@ -185,9 +186,14 @@ class NewJob:
     priority: int = 0
     #: Set for a unique job: an enqueue is ``DUPLICATE`` while a conflicting job exists.
     unique: UniqueKey | None = None
+    #: The W3C ``traceparent`` of the span that enqueued the job, stored verbatim (the store never
+    #: makes one up; see docs/tracing.md), or None.
+    trace_context: str | None = None
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
+        if self.trace_context is not None:
+            require_trace_context(self.trace_context)
         _normalize_policy(self)
         require_priority(self.priority)
         if self.unique is not None and not isinstance(self.unique, UniqueKey):
@@ -291,6 +297,8 @@ class ClaimedJob:
     max_attempts: int | None = None
     backoff: tuple[float, ...] | None = None
     timeout: float | None = None
+    #: The job's stored trace context (``JobRecord.trace_context``), so the worker needs no second read.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -70,6 +70,7 @@ class OperatorAction(TextChoices):
     SAVE_SCHEDULE = "save_schedule", "Save schedule"
     REMOVE_SCHEDULE = "remove_schedule", "Remove schedule"
     RETRY_NOW = "retry_now", "Retry now"
+    PURGE = "purge", "Purge by retention"
 
 
 class EnqueueResult(enum.Enum):

@@ -6,11 +6,18 @@ was wrong and what was expected.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 MAX_QUEUE_NAME_LENGTH = 128
+#: The longest trace context accepted (a version-00 ``traceparent`` is 55 characters; later
+#: versions may append fields, which W3C Trace Context bounds at 512 characters in all).
+MAX_TRACE_CONTEXT_LENGTH = 512
+#: A W3C ``traceparent``: version, trace id, parent span id and flags, lowercase hex; versions
+#: after 00 may carry more fields after a ``-``.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?", re.DOTALL)
 
 
 def require_aware(name: str, value: object) -> datetime:
@@ -91,3 +98,26 @@ def require_queues(queues: object) -> list[str]:
     if isinstance(queues, str) or not isinstance(queues, Iterable):
         raise TypeError(f"queues must be a list of queue names, got {queues!r}")
     return list(dict.fromkeys(validate_queue_name(q, "queues[]") for q in queues))
+
+
+def require_trace_context(value: object, name: str = "trace_context") -> str:
+    """A W3C ``traceparent`` (docs/tracing.md), exactly as it will be stored: no surrounding
+    whitespace, lowercase hex, neither id all zeros, version ``ff`` invalid, nothing after a
+    version-00 value."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a W3C traceparent string, got {type(value).__name__}")
+    match = _TRACEPARENT.fullmatch(value) if len(value) <= MAX_TRACE_CONTEXT_LENGTH else None
+    if (
+        match is None
+        or match[1] == "ff"
+        or (match[1] == "00" and match[4] is not None)
+        or match[2] == "0" * 32
+        or match[3] == "0" * 16
+    ):
+        shown = value if len(value) <= 80 else f"{value[:80]}…"
+        raise ValueError(
+            f"{name} must be a W3C traceparent such as "
+            f"'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' (version-traceid-spanid-flags, "
+            f"lowercase hex, ids not all zeros, no surrounding whitespace), got {shown!r}"
+        )
+    return value

@@ -4,9 +4,9 @@ Nothing here writes. Every function reads the jobs' database (``jobs_database()`
 fixed number of queries (never one per row) and returns plain frozen values. docs/monitor.md
 describes each read, its ordering and its cost at scale.
 
-- :mod:`.jobs`: :func:`get_job`, :func:`list_jobs` (a :class:`JobQuery`, with the tag predicates
-  :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by ``sequence``) and
-  :func:`count_jobs`;
+- :mod:`.jobs`: :func:`get_job`, :func:`job_content`, :func:`list_jobs` (a :class:`JobQuery`, with
+  the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
+  ``sequence``) and :func:`count_jobs`;
 - :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
@@ -59,11 +59,13 @@ from .jobs import (
     HasKey,
     HasKeyValue,
     HasLabel,
+    JobContent,
     JobQuery,
     MonitorJob,
     TagPredicate,
     count_jobs,
     get_job,
+    job_content,
     list_jobs,
     with_tags,
 )
@@ -85,6 +87,7 @@ __all__ = [
     "HasKeyValue",
     "HasLabel",
     "HistoryEntry",
+    "JobContent",
     "JobQuery",
     "MonitorJob",
     "Overview",
@@ -107,6 +110,7 @@ __all__ = [
     "facet_sample",
     "get_job",
     "is_worker_live",
+    "job_content",
     "job_history",
     "list_jobs",
     "list_schedules",

@@ -215,6 +215,8 @@ class MonitorJob:
     next_ordinal: int
     #: The last progress its handler recorded (``{"done", "total", "note", "at"}``), or None.
     progress: Any
+    #: The W3C ``traceparent`` the job was enqueued under, or None (docs/tracing.md).
+    trace_context: str | None = None
     #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
     tags: tuple[TagPair, ...] = field(default=())
 
@@ -254,6 +256,23 @@ def get_job(job_id: uuid.UUID) -> MonitorJob | None:
     values = list(JobRecord.objects.using(jobs_database()).filter(job_id=job_id).values_list(*COLUMNS))
     found = _rows(values)
     return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class JobContent:
+    """A job's sensitive content: the payload it was enqueued with and what its handler returned
+    (None until it Succeeded). Shown only to those allowed to see it (docs/admin.md, docs/cli.md)."""
+
+    payload: Any
+    output: Any
+
+
+def job_content(job_id: uuid.UUID) -> JobContent | None:
+    """The payload and output of the job with this id, or None (one unique-index read)."""
+    require_uuid("job_id", job_id)
+    rows = JobRecord.objects.using(jobs_database()).filter(job_id=job_id)
+    row = rows.values_list("payload", "output").first()
+    return None if row is None else JobContent(*row)
 
 
 def list_jobs(query: JobQuery | None = None) -> list[MonitorJob]:

@@ -20,7 +20,15 @@ from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
 from .claims import claim
 from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
-from .housekeeping import prune_workers, purge_terminal, register_worker, touch_worker, unregister_worker
+from .housekeeping import (
+    count_purgeable,
+    prune_workers,
+    purge_terminal,
+    record_purge,
+    register_worker,
+    touch_worker,
+    unregister_worker,
+)
 from .leases import expire_leases, heartbeat, record_progress, release_leases
 from .observers import (
     claim_observer_deliveries,
@@ -50,6 +58,7 @@ __all__ = [
     "check_bounds",
     "claim",
     "claim_observer_deliveries",
+    "count_purgeable",
     "enqueue",
     "enqueue_batch",
     "enqueue_many",
@@ -68,6 +77,7 @@ __all__ = [
     "prune_workers",
     "purge_terminal",
     "record_progress",
+    "record_purge",
     "register_worker",
     "release_leases",
     "remove_schedule",

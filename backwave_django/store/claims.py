@@ -172,7 +172,7 @@ def _claim_portable(
             .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
             .order_by("-priority", "due_time", "sequence")[:take],
             skip_locked=True,
-            extra=("wire_name", "payload", "backoff", "timeout"),
+            extra=("wire_name", "payload", "backoff", "timeout", "trace_context"),
         )
         for row, extra in candidates:
             uow.transition(
@@ -203,8 +203,9 @@ def _claim_portable(
             max_attempts=row.max_attempts,
             backoff=None if backoff is None else tuple(backoff),
             timeout=timeout,
+            trace_context=trace_context,
         )
-        for row, (wire_name, payload, backoff, timeout) in leased
+        for row, (wire_name, payload, backoff, timeout, trace_context) in leased
     ]
 
 
@@ -284,7 +285,8 @@ WITH RECURSIVE gate AS (
         next_ordinal = j.next_ordinal + 1
     WHERE j.sequence = ANY(ARRAY(SELECT sequence FROM picked))
     RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time, j.priority,
-              j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout
+              j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout,
+              j.trace_context
 ), logged AS (
     INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, {LEASED}, attempt, NULL, %(worker)s FROM leased WHERE %(history)s
@@ -297,7 +299,7 @@ WITH RECURSIVE gate AS (
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {TAGS} AS t
         WHERE t.job_id = l.sequence),
-       l.cancel_requested, l.max_attempts, l.backoff, l.timeout
+       l.cancel_requested, l.max_attempts, l.backoff, l.timeout, l.trace_context
 FROM leased AS l
 ORDER BY l.priority DESC, l.due_time, l.sequence
 """
@@ -405,6 +407,7 @@ def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime)
             max_attempts=max_attempts,
             backoff=None if backoff is None else tuple(_json(backoff)),
             timeout=timeout,
+            trace_context=trace_context,
         )
         for (
             job_id,
@@ -418,6 +421,7 @@ def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime)
             max_attempts,
             backoff,
             timeout,
+            trace_context,
         ) in rows
     ]
 

@@ -231,6 +231,7 @@ def _insert_many(
             priority=new_job.priority,
             unique_key=None if unique is None else unique.key,
             workflow_id=workflow_id,
+            trace_context=new_job.trace_context,
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
@@ -390,7 +391,7 @@ SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
 
 _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
-                        priority"""
+                        priority, trace_context"""
 
 #: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as one
 #: JSON document, an array with one array per job (:func:`_job_row`): encoded in C on the client
@@ -399,9 +400,10 @@ _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, atte
 ENQUEUE = f"""
 WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
-    SELECT (n.job->>0)::uuid, n.job->>1, n.job->>2, n.job->9, (n.job->>3)::timestamptz,
+    SELECT (n.job->>0)::uuid, n.job->>1, n.job->>2, n.job->10, (n.job->>3)::timestamptz,
            (n.job->>4)::smallint, {SCHEDULED}, 0, false, 0, %(now)s, 1,
-           (n.job->>5)::int, nullif(n.job->6, 'null'::jsonb), (n.job->>7)::float8, (n.job->>8)::smallint
+           (n.job->>5)::int, nullif(n.job->6, 'null'::jsonb), (n.job->>7)::float8, (n.job->>8)::smallint,
+           n.job->>9
     FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
@@ -415,7 +417,7 @@ WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
     VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
             {SCHEDULED}, 0, false, 0, %(now)s, 1,
-            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s)
+            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
 ){_AFTER_INSERT}"""
@@ -423,8 +425,8 @@ WITH inserted AS (
 
 def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
     """One job of :data:`ENQUEUE`'s document: ``[job_id, wire_name, queue, due_time, mode,
-    max_attempts, backoff, timeout, priority, payload]``, the payload's stored JSON spliced in as
-    it is (it was encoded once, when the job was built)."""
+    max_attempts, backoff, timeout, priority, trace_context, payload]``, the payload's stored JSON
+    spliced in as it is (it was encoded once, when the job was built)."""
     head = json.dumps(
         [
             str(new_job.job_id),
@@ -436,6 +438,7 @@ def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
             policy["backoff"],
             policy["timeout"],
             new_job.priority,
+            new_job.trace_context,
         ],
         ensure_ascii=False,
         allow_nan=False,
@@ -486,6 +489,7 @@ def _enqueue_without_parents(
             backoff=None if policy["backoff"] is None else json.dumps(policy["backoff"]),
             timeout=policy["timeout"],
             priority=new_job.priority,
+            trace_context=new_job.trace_context,
         )
         statement = ENQUEUE_ONE
     else:

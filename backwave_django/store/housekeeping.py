@@ -5,17 +5,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from ..conf import get_settings
-from ..core.states import LIVE_STATES, TerminalStateClass
-from ..core.validation import require_aware, require_count, require_worker_id
+from ..core.states import LIVE_STATES, OperatorAction, TerminalStateClass
+from ..core.validation import require_actor, require_aware, require_count, require_worker_id
 from ..database import jobs_database
 from ..models import JobDependency, JobRecord, JobTag, JobTransition, WorkerNode
-from ._tx import atomic_retrying
+from ._tx import atomic_retrying, audit
 from .workflows import drop_emptied_workflows, held_workflows
 
 _LIVE = [int(state) for state in LIVE_STATES]
+
+
+def _require_state_class(state_class: object) -> None:
+    if not isinstance(state_class, TerminalStateClass):
+        raise ValueError(
+            f"state_class must be a TerminalStateClass "
+            f"({', '.join(TerminalStateClass.names)}), got {state_class!r}"
+        )
+
+
+def _eligible(using: str, state_class: TerminalStateClass, terminal_before: datetime) -> QuerySet[JobRecord]:
+    """The jobs of ``state_class`` retention lets go at ``terminal_before``: ended at or before it,
+    and, for a workflow's members, every member terminal and ended at or before it too."""
+    jobs = JobRecord.objects.using(using)
+    # A member of its workflow that is live, or ended after the cutoff: the workflow is held.
+    unsettled = jobs.filter(workflow_id=OuterRef("workflow_id")).filter(
+        Q(state__in=_LIVE) | Q(terminal_at__gt=terminal_before)
+    )
+    ended = jobs.filter(state__in=state_class.states, terminal_at__lte=terminal_before)
+    return ended.filter(~Exists(unsettled))
 
 
 def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime, max_jobs: int = 500) -> int:
@@ -30,11 +50,7 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
     member. For jobs outside workflows the check is a probe of ``backwave_job_workflow`` with a
     null key, which matches nothing (PostgreSQL answers it without reading the index).
     """
-    if not isinstance(state_class, TerminalStateClass):
-        raise ValueError(
-            f"state_class must be a TerminalStateClass "
-            f"({', '.join(TerminalStateClass.names)}), got {state_class!r}"
-        )
+    _require_state_class(state_class)
     require_aware("terminal_before", terminal_before)
     require_count("max_jobs", max_jobs)
     limit = min(max_jobs, get_settings().max_purge_batch)
@@ -43,14 +59,8 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
     using = jobs_database()
 
     def body() -> int:
-        jobs = JobRecord.objects.using(using)
-        # A member of its workflow that is live, or ended after the cutoff: the workflow is held.
-        unsettled = jobs.filter(workflow_id=OuterRef("workflow_id")).filter(
-            Q(state__in=_LIVE) | Q(terminal_at__gt=terminal_before)
-        )
         picked = list(
-            jobs.filter(state__in=state_class.states, terminal_at__lte=terminal_before)
-            .filter(~Exists(unsettled))
+            _eligible(using, state_class, terminal_before)
             .order_by("terminal_at", "sequence")
             .select_for_update(skip_locked=True)
             .values_list("sequence", "workflow_id")[:limit]
@@ -69,6 +79,26 @@ def purge_terminal(state_class: TerminalStateClass, *, terminal_before: datetime
         return len(expired)
 
     return atomic_retrying(using, body)
+
+
+def count_purgeable(state_class: TerminalStateClass, *, terminal_before: datetime) -> int:
+    """How many jobs :func:`purge_terminal` would delete at ``terminal_before`` if it ran until
+    done now (the same rule, workflows as units; one ``COUNT`` over the terminal jobs)."""
+    _require_state_class(state_class)
+    require_aware("terminal_before", terminal_before)
+    return _eligible(jobs_database(), state_class, terminal_before).count()
+
+
+def record_purge(*, actor: str, summary: str, now: datetime) -> None:
+    """Append the ``OperatorAudit`` row of an operator's purge run (``summary`` says what went).
+
+    A purge runs as many transactions (one per batch), so its audit row is written once at the end,
+    on its own, rather than in the transaction of any one batch.
+    """
+    require_actor(actor)
+    require_aware("now", now)
+    using = jobs_database()
+    atomic_retrying(using, lambda: audit(using, actor, OperatorAction.PURGE, summary[:255], now))
 
 
 def register_worker(

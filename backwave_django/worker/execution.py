@@ -12,20 +12,22 @@ path, two ways of scheduling it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
 
-from .. import clock
+from .. import clock, tracing
 from ..conf import BackWaveSettings
 from ..context import JobCancelled, JobContext, running_as
 from ..core.encoding import json_size
@@ -41,6 +43,7 @@ from ..core.outcomes import (
 )
 from ..exceptions import Discard, JobTimeout, OutputTooLarge, Snooze
 from ..registry import AttemptHooks, NotRoutable, Routed, get, retry_policy, route
+from .threads import Call as _Call, JobThreads
 from .timeouts import Deadline, Watchdog
 
 logger = logging.getLogger("backwave_django.worker")
@@ -48,7 +51,6 @@ logger = logging.getLogger("backwave_django.worker")
 OPERATOR_CANCEL_CAUSE = "operator-cancel"
 
 _T = TypeVar("_T")
-_Call = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 @dataclass(slots=True, eq=False)
@@ -73,6 +75,11 @@ class Running:
     returned: bool = False
     #: Set with the attempt's outcome when a job thread waits on an ``async def`` handler.
     decided: threading.Event | None = None
+    #: When the handler started and returned (Unix time), stamped only for a worker with metrics.
+    handler_started: float = 0.0
+    handler_ended: float = 0.0
+    #: The attempt's trace span, once its handler started (only with OpenTelemetry; docs/tracing.md).
+    span: Any = None
 
     @property
     def timed_out(self) -> bool:
@@ -87,6 +94,8 @@ class Finished:
     outcome: Outcome
     output: Any = None
     failure_detail: str | None = None
+    #: What a Failure was made of (the trace span records it).
+    exception: BaseException | None = None
 
     def report(self, worker_id: str) -> OutcomeReport:
         """The fenced outcome write for this attempt, with the tags and progress the handler added."""
@@ -136,14 +145,33 @@ def handler_arguments(running: Running, routed: Routed) -> list[Any]:
 
 
 def settle(finished: Finished) -> Finished:
-    """Tell the attempt's execution hooks how it ended; their errors are logged, never the outcome's."""
+    """Tell the attempt's execution hooks how it ended (their errors are logged, never the
+    outcome's), and end its trace span. Called once per attempt, whatever way it ended."""
     attempt = finished.running.attempt_hooks
     if attempt is not None:
         try:
             attempt.finish(finished.outcome, finished.output, finished.failure_detail)
         except Exception:
             logger.exception("Execution hooks of job %s failed", finished.running.claimed.job_id)
+    if tracing.ENABLED:
+        running = finished.running
+        # An attempt whose handler never started (quarantined, timed out in the harness) gets its
+        # span here, for the outcome alone.
+        span = tracing.start_attempt(running.claimed) if running.span is None else running.span
+        tracing.end_attempt(span, finished.outcome, finished.exception)
     return finished
+
+
+_UNTRACED = contextlib.nullcontext()
+
+
+def traced(running: Running) -> AbstractContextManager[object]:
+    """Start the attempt's trace span and make it current while the handler runs (docs/tracing.md);
+    :func:`settle` ends it. Nothing without OpenTelemetry."""
+    if not tracing.ENABLED:
+        return _UNTRACED
+    running.span = tracing.start_attempt(running.claimed)
+    return tracing.current(running.span)
 
 
 def success(running: Running, result: Any, *, settings: BackWaveSettings, now: datetime) -> Finished:
@@ -177,7 +205,10 @@ def from_exception(
         return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
     if isinstance(exc, Discard):
         return Finished(
-            running, Failure(next_due_time=None, error=exc.reason), failure_detail=failure_detail(exc)
+            running,
+            Failure(next_due_time=None, error=exc.reason),
+            failure_detail=failure_detail(exc),
+            exception=exc,
         )
     definition = get(running.claimed.wire_name)
     discard = definition is not None and definition.discards(exc)
@@ -210,118 +241,8 @@ def failure(
         running,
         Failure(next_due_time=retry_at, error=str(exc) or type(exc).__name__),
         failure_detail=failure_detail(exc),
+        exception=exc,
     )
-
-
-class JobThreads:
-    """A fixed set of threads running calls from one queue, for the sync handlers.
-
-    Leaner than ``concurrent.futures.ThreadPoolExecutor`` on the hot path: no future per job, and
-    a batch of calls wakes one idle thread, not one per call. A thread that takes a call while
-    more wait wakes the next idle one before running it, so calls that block (I/O, sleeps) fan
-    out over the threads at once, while quick calls are run back to back by the first thread
-    awake instead of paying a thread switch each. At most one thread is on its way up at a time
-    (``waking``): it takes the next call when it arrives and wakes the one after, so a batch of
-    quick calls costs one wake-up, not one per call. The calls report their own outcome (see
-    :meth:`Executor._run_sync`), so nothing waits on them. Threads are daemons: :meth:`shutdown`
-    drops calls not yet started and lets running ones finish in the background.
-
-    A thread stuck in a handler that was abandoned is :meth:`retire`\\ d: a new thread takes its
-    place at once, and the stuck one exits if its call ever returns.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.lock = threading.Lock()
-        self.ready = threading.Condition(self.lock)
-        self.calls: collections.deque[_Call] = collections.deque()
-        self.idle = 0
-        self.waking = False
-        self.stopped = False
-        self.retired: set[int] = set()
-        self.started = 0
-        self.threads: list[threading.Thread] = []
-        for _ in range(size):
-            self._start_thread()
-
-    def _start_thread(self) -> None:
-        thread = threading.Thread(target=self._serve, name=f"backwave-job-{self.started}", daemon=True)
-        self.started += 1
-        self.threads.append(thread)
-        thread.start()
-
-    def submit_many(self, calls: list[_Call]) -> None:
-        if not calls:
-            return
-        with self.lock:
-            self.calls.extend(calls)
-            self._wake_one()
-
-    def retire(self, thread_id: int) -> None:
-        """Replace a thread stuck in an abandoned call; it exits if the call ever returns."""
-        with self.lock:
-            self.retired.add(thread_id)
-            if self.stopped:
-                return
-        self._start_thread()
-
-    def shutdown(self) -> None:
-        with self.lock:
-            self.stopped = True
-            self.calls.clear()
-            self.ready.notify_all()
-
-    def pending(self) -> int:
-        """How many calls wait for a thread (prefetched jobs not started yet)."""
-        return len(self.calls)
-
-    def take_pending(self) -> list[_Call]:
-        """Remove and return every call no thread has taken yet: they will never run."""
-        with self.lock:
-            taken = list(self.calls)
-            self.calls.clear()
-            return taken
-
-    def withdraw(self, first_arg: object) -> bool:
-        """Remove the waiting call whose first argument is ``first_arg``; False once it started."""
-        with self.lock:
-            for index, (_, args) in enumerate(self.calls):
-                if args and args[0] is first_arg:
-                    del self.calls[index]
-                    return True
-            return False
-
-    def _next(self) -> _Call | None:
-        with self.lock:
-            if threading.get_ident() in self.retired:
-                self.retired.discard(threading.get_ident())
-                return None  # its place was taken while it was stuck
-            while not self.calls and not self.stopped:
-                self.idle += 1
-                try:
-                    self.ready.wait()
-                finally:
-                    self.idle -= 1
-                    self.waking = False  # (only a woken thread returns from the wait)
-            if self.stopped:
-                return None
-            call = self.calls.popleft()
-            if self.calls:
-                self._wake_one()  # more work: wake the next thread while this one runs
-            return call
-
-    def _wake_one(self) -> None:
-        """With the lock held: wake an idle thread, unless one is already on its way."""
-        if self.idle and not self.waking:
-            self.waking = True
-            self.ready.notify()
-
-    def _serve(self) -> None:
-        while (item := self._next()) is not None:
-            call, args = item
-            try:
-                call(*args)
-            except BaseException:  # the calls catch their own errors; this is the last line of defence
-                logger.exception("A job thread's call failed")
 
 
 class Executor:
@@ -344,6 +265,9 @@ class Executor:
         self.report: Callable[[Finished], None] = on_finished
         #: Called on the job thread as each handler starts (a prefetched job's, when it leaves the queue).
         self.on_started = on_started
+        #: Stamp each handler's start and end (``Running.handler_started``/``handler_ended``): only
+        #: when the worker records metrics.
+        self.timed = False
         self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()
         self.loop_thread = threading.Thread(target=self.loop.run_forever, name="backwave-async", daemon=True)
@@ -477,12 +401,16 @@ class Executor:
         close_old_connections()
         try:
             arguments = handler_arguments(running, routed)
-            with running_as(running.context):
+            with running_as(running.context), traced(running):
                 if running.claimed.timeout is not None:
                     self._watch(running, thread_id=threading.get_ident(), cancel_task=None)
+                if self.timed:
+                    running.handler_started = time.time()
                 try:
                     result = routed.definition.func(*arguments, **routed.kwargs)
                 finally:
+                    if self.timed:
+                        running.handler_ended = time.time()
                     if running.deadline is not None:
                         running.deadline.disarm()
         except BaseException as exc:
@@ -510,7 +438,9 @@ class Executor:
                 arguments = await self._off_loop(handler_arguments, running, routed)
             else:
                 arguments = handler_arguments(running, routed)
-            with running_as(running.context):  # the task created below copies this context
+            if self.timed:
+                running.handler_started = time.time()
+            with running_as(running.context), traced(running):  # the task below copies this context
                 running.task = asyncio.ensure_future(routed.definition.func(*arguments, **routed.kwargs))
             if running.claimed.timeout is not None:
                 self._watch(
@@ -521,6 +451,8 @@ class Executor:
             try:
                 result = await running.task
             finally:
+                if self.timed:
+                    running.handler_ended = time.time()
                 if running.deadline is not None:
                     running.deadline.disarm()
         except BaseException as exc:
@@ -572,9 +504,9 @@ def run_inline(running: Running, *, settings: BackWaveSettings, now: datetime) -
     """
     routed = route_claimed(running)
     if isinstance(routed, Finished):
-        return routed
+        return settle(routed)
     try:
-        with running_as(running.context):
+        with running_as(running.context), traced(running):
             result = routed.definition.func(*handler_arguments(running, routed), **routed.kwargs)
             if routed.definition.is_async:
                 result = asyncio.run(result)

@@ -5,10 +5,22 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from ..conf import BackWaveSettings
 from ..core.dispatch import Dispatch
+from ..core.states import OutcomeResult
+
+if TYPE_CHECKING:
+    from .execution import Finished
+
+
+class OutcomeMetrics(Protocol):
+    """Told of every written outcome batch (``backwave_django.metrics.recorder.WorkerMetrics``)."""
+
+    def outcomes_written(self, batch: Sequence[Finished], results: Sequence[OutcomeResult]) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,6 +31,8 @@ class WorkerOptions:
     burst: bool = False
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
+    #: ``--metrics-port``: None (the default) costs nothing per job.
+    metrics: OutcomeMetrics | None = None
     #: Leases held ready beyond the busy slots (None: ``BACKWAVE["PREFETCH"]``).
     prefetch: int | None = None
 

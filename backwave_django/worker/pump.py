@@ -111,6 +111,10 @@ class Worker:
             on_finished=self._on_finished,
             on_started=functools.partial(outcome_writer.announce_started, Worker),
         )
+        self.metrics = options.metrics
+        self.executor.timed = self.metrics is not None
+        #: When this worker last refreshed its worker row (Unix time; None before the first time).
+        self.heartbeat_at: float | None = None
         self.hints: HintListener | None = None
         self.observer_pump: ObserverPump | None = None
         #: Cancel requests heard on the hint connection (job ids), delivered by the pump.
@@ -281,10 +285,8 @@ class Worker:
         waiting = self.executor.take_pending()
         if not waiting:
             return
-        for running in waiting:
-            self.running.pop(running.claimed.job_id, None)
+        job_ids = [self.running.pop(r.claimed.job_id, r).claimed.job_id for r in waiting]
         self._withdrawn(len(waiting))
-        job_ids = [r.claimed.job_id for r in waiting]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
         )
@@ -520,10 +522,13 @@ class Worker:
         for finished, result in zip(batch, results, strict=True):
             log_outcome(finished, result)
         announce_finished(Worker, batch, results)
+        if self.metrics is not None:
+            self.metrics.outcomes_written(batch, results)
 
     def _heartbeat(self) -> None:
         now = clock.now()
         store.touch_worker(self.worker_id, now=now)
+        self.heartbeat_at = time.time()
         renew_leases(
             worker_id=self.worker_id,
             running=self.running,

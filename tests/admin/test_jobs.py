@@ -109,6 +109,16 @@ def test_the_detail_page_tags_link_to_the_filtered_list(client, login):
     )
 
 
+def test_the_detail_page_shows_the_trace_context_it_was_enqueued_with(client, login):
+    login()
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    traced, untraced = enqueue(trace_context=traceparent), enqueue()
+    assert f"<code>{traceparent}</code>" in client.get(_change(traced)).content.decode()
+    html = client.get(_change(untraced)).content.decode()
+    assert "trace context" in html.lower()
+    assert traceparent not in html
+
+
 def test_the_number_of_queries_does_not_grow_with_the_rows_shown(client, login, django_assert_num_queries):
     login()
     enqueue(tags=["a"])

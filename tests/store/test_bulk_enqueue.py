@@ -40,6 +40,7 @@ COLUMNS = (
     "terminal_at",
     "terminal_cause",
     "unique_key",
+    "trace_context",
 )
 
 
@@ -58,6 +59,7 @@ def _batch(ids: list[uuid.UUID]) -> list[NewJob]:
             backoff=(1, 2.5),
             timeout=0.25,
             priority=-100,
+            trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ),
         NewJob(job_id=ids[0], wire_name="send-invoice", payload={"args": [2], "kwargs": {}}, due_time=T0),
         NewJob(job_id=ids[2], wire_name="x" * 200, payload={}, due_time=T0),  # WIRE_NAME_TOO_LONG

@@ -37,6 +37,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a TCP port (1-65535), got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port (1-65535), got {value}")
+    return value
+
+
 class Command(BaseCommand):
     help = (
         "Run a backwave_django worker: claim due jobs from the database, run their handlers, "
@@ -78,6 +88,17 @@ class Command(BaseCommand):
             help="Seconds to wait for running jobs after SIGTERM/SIGINT; jobs still running then are "
             "given back (Scheduled again, due now, no attempt spent; default 30).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=_port,
+            help="Serve Prometheus metrics at /metrics and a liveness check at /healthz on this port "
+            "(with --processes N, process k serves port+k). Needs backwave-django[prometheus].",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            default="127.0.0.1",
+            help="Address the metrics endpoint listens on (default 127.0.0.1; 0.0.0.0 in a container).",
+        )
 
     def _dispatch(self, options: dict[str, Any]) -> Dispatch:
         if options["queues"] is not None and options["weighted"] is not None:
@@ -102,6 +123,8 @@ class Command(BaseCommand):
             self.check(tags=[Tags.database], databases=[jobs_database()])
         settings = get_settings()
         dispatch = self._dispatch(options)
+        if options["metrics_port"] is not None:
+            _check_metrics_flags(options)
         _configure_logging(options["verbosity"])
         if options["processes"] > 1:
             if can_fork():
@@ -119,6 +142,7 @@ class Command(BaseCommand):
         """One worker process's whole life; returns its exit code."""
         from ...worker import Worker, WorkerOptions
 
+        endpoint = _metrics_endpoint(options)
         worker = Worker(
             WorkerOptions(
                 dispatch=dispatch,
@@ -127,11 +151,18 @@ class Command(BaseCommand):
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 shutdown_timeout=options["shutdown_timeout"],
+                metrics=endpoint.metrics if endpoint is not None else None,
             ),
             settings,
         )
         worker.install_signal_handlers()
-        code = worker.run()
+        if endpoint is not None:
+            endpoint.start(worker)
+        try:
+            code = worker.run()
+        finally:
+            if endpoint is not None:
+                endpoint.stop()
         sys.stdout.flush()
         sys.stderr.flush()
         if worker.running or worker.executor.abandoned_threads:
@@ -142,6 +173,37 @@ class Command(BaseCommand):
 
             os._exit(code)
         return code
+
+
+def _check_metrics_flags(options: dict[str, Any]) -> None:
+    """Before any work starts: prometheus_client is installed and every process's port exists."""
+    from ...metrics import MISSING_MESSAGE, prometheus_available
+
+    if not prometheus_available():
+        raise CommandError(f"--metrics-port: {MISSING_MESSAGE}")
+    last = options["metrics_port"] + options["processes"] - 1
+    if last > 65535:
+        raise CommandError(
+            f"--metrics-port {options['metrics_port']} with --processes {options['processes']} needs "
+            f"ports up to {last}, past 65535; choose a lower port."
+        )
+
+
+def _metrics_endpoint(options: dict[str, Any]) -> Any:
+    """This process's metrics endpoint (``WorkerEndpoint``), bound now; None without ``--metrics-port``."""
+    if options["metrics_port"] is None:
+        return None
+    import os
+
+    from ...metrics.server import WorkerEndpoint
+
+    port = options["metrics_port"] + int(os.environ.get("BACKWAVE_WORKER_SLOT", "0"))
+    try:
+        return WorkerEndpoint(options["metrics_host"], port)
+    except OSError as exc:
+        raise CommandError(
+            f"--metrics-port: cannot listen on {options['metrics_host']}:{port} ({exc.strerror or exc})."
+        ) from None
 
 
 def _configure_logging(verbosity: int) -> None:

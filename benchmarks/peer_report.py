@@ -1,0 +1,140 @@
+"""The side-by-side table of the ``peers`` step (benchmarks/peers.py): one column per queue, the
+raw-psycopg figures of the same run where the ``enqueue`` and ``processing`` steps ran, and
+backwave_django's figure over each peer's. Django-free, like ``run.py``'s own table code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The peer queues the harness knows (``--peers``); benchmarks/peers.py has a class for each.
+PEERS = ("pgqueuer", "procrastinate")
+QUEUE_ORDER = ("backwave_django", "pgqueuer", "procrastinate")
+SETTING_LABELS = {
+    "c10_p1": "1 process, concurrency 10",
+    "c10_p2": "2 processes, concurrency 10 each",
+    "default_p1": "1 process, default concurrency",
+    "default_p2": "2 processes, default concurrency",
+}
+BULK_PATHS = {
+    "backwave_django": "`.prepare()` + `enqueue_many`",
+    "pgqueuer": "`Queries.enqueue` with lists",
+    "procrastinate": "`batch_defer`",
+}
+SINGLE_PATHS = {
+    "backwave_django": "`noop.enqueue()`",
+    "pgqueuer": "`Queries.enqueue`",
+    "procrastinate": "`noop.defer()`",
+}
+
+
+def _jobs(rate: Any) -> str:
+    return f"{rate:,.0f} jobs/s" if isinstance(rate, int | float) else "—"
+
+
+def _times(value: Any) -> str:
+    return f"{value:.0%}" if isinstance(value, int | float) else "—"
+
+
+def _cell(queue: dict[str, Any], *path: str) -> str:
+    if "skipped" in queue:
+        return "skipped"
+    if "error" in queue:
+        return "ERROR"
+    value: Any = queue
+    for key in path[:-1]:
+        value = value.get(key, {}) if isinstance(value, dict) else {}
+    if isinstance(value, dict) and "error" in value:
+        return "ERROR"
+    return _jobs(value.get(path[-1]) if isinstance(value, dict) else None)
+
+
+def columns(peers: dict[str, Any]) -> list[str]:
+    return [name for name in QUEUE_ORDER if name in peers["queues"]]
+
+
+def rows(results: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per figure: the measurement, a cell per queue, the raw baseline, ratios per peer."""
+    peers = results["peers"]
+    queues, ratios = peers["queues"], peers["ratios"]
+    names = columns(peers)
+    enqueue = results.get("enqueue") if "error" not in results.get("enqueue", {"error": 1}) else None
+    processing = (
+        results.get("processing") if "error" not in results.get("processing", {"error": 1}) else None
+    )
+    table: list[dict[str, str]] = []
+
+    def add(measurement: str, path: tuple[str, ...], raw: str, ratio_key: str) -> None:
+        row = {"measurement": measurement}
+        for name in names:
+            row[name] = _cell(queues[name], *path)
+        row["raw"] = raw
+        for name in names[1:]:
+            row[f"ratio_{name}"] = (
+                queues[name]["skipped"].split(":")[0]
+                if "skipped" in queues[name]
+                else _times(ratios.get(name, {}).get(ratio_key))
+            )
+        table.append(row)
+
+    add(
+        f"Enqueue, one job per transaction, n={peers['enqueue_n']:,}",
+        ("enqueue", "single", "rate"),
+        _jobs(enqueue["raw_single"]["rate"]) if enqueue else "—",
+        "enqueue_single",
+    )
+    add(
+        f"Enqueue, bulk path, {peers['batch']:,} per call, n={peers['n']:,}",
+        ("enqueue", "bulk", "rate"),
+        _jobs(enqueue["raw_bulk"]["rate"]) if enqueue else "—",
+        "enqueue_bulk",
+    )
+    for key in peers["settings"]:
+        processes = int(key.rsplit("_p", 1)[1])
+        raw = processing.get(f"raw_batch_{processes}") if processing else None
+        label = f"Processing, {SETTING_LABELS.get(key, key)}, n={peers['n']:,}"
+        add(
+            f"{label}, from spawn",
+            ("processing", key, "rate"),
+            f"{_jobs(raw['rate'])} (claim-32)" if raw else "—",
+            f"{key}_from_spawn",
+        )
+        add(f"{label}, steady (10 % → 90 % done)", ("processing", key, "steady_rate"), "—", f"{key}_steady")
+    return table
+
+
+def markdown(results: dict[str, Any], table: list[dict[str, str]]) -> str:
+    names = columns(results["peers"])
+    header = ["Measurement", *names, "raw psycopg", *(f"backwave / {name}" for name in names[1:])]
+    keys = ["measurement", *names, "raw", *(f"ratio_{name}" for name in names[1:])]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    lines += ["| " + " | ".join(row[key] for key in keys) + " |" for row in table]
+    return "\n".join(lines)
+
+
+def details(results: dict[str, Any]) -> list[str]:
+    """Versions, what each queue's default is, the paths used, and each run's start-up."""
+    peers = results["peers"]
+    lines: list[str] = []
+    for name in columns(peers):
+        queue = peers["queues"][name]
+        if "skipped" in queue or "error" in queue:
+            lines.append(f"{name}: {queue.get('skipped') or 'ERROR: ' + queue['error']}")
+            continue
+        first = ", ".join(
+            f"{key} {run['first_done_after_s']:.2f} s"
+            for key, run in queue.get("processing", {}).items()
+            if isinstance(run.get("first_done_after_s"), int | float)
+        )
+        runs = queue.get("processing", {})
+        stuck = [key for key, run in runs.items() if run.get("exited_by_themselves") is False]
+        errors = [key for key, run in runs.items() if "error" in run]
+        if "error" in queue.get("enqueue", {}):
+            errors.append("enqueue")
+        lines.append(
+            f"{name} {queue.get('version')}: default concurrency {queue.get('default_concurrency')}; "
+            f"one per transaction {SINGLE_PATHS[name]}, bulk {BULK_PATHS[name]}; first job done after "
+            f"spawn: {first or '—'}"
+            + (f"; workers stopped by the harness (they did not exit): {', '.join(stuck)}" if stuck else "")
+            + (f"; errors in {', '.join(errors)} (see the JSON)" if errors else "")
+        )
+    return lines

@@ -1,0 +1,3 @@
+from django.urls import include, path
+
+urlpatterns = [path("metrics/", include("backwave_django.metrics.urls"))]

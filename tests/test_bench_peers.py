@@ -1,0 +1,86 @@
+"""The benchmark's peers step (benchmarks/peers.py) run for real, tiny: ``python -m benchmarks.run
+--only peers`` in a subprocess, on scratch databases of its own, its JSON written to a temporary
+folder. Rates are only checked to be positive: timing goals live in the harness, not in tests.
+
+A peer that is not installed must be reported as skipped (simulated by blocking its import in the
+subprocess). The run with the peers needs the ``bench`` extra, which CI does not install: there it
+is skipped, with the reason shown in the summary (``-ra``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PEERS = ("pgqueuer", "procrastinate")
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("BACKWAVE_TEST_DB", "postgres") != "postgres",
+    reason="the harness runs on scratch databases of its own on PostgreSQL: once, on the PostgreSQL leg",
+)
+
+
+def run_peers(tmp_path: Path, *, block: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
+    """The peers step with n=50; ``block`` makes those modules unimportable in the subprocess."""
+    code = (
+        "import sys\n"
+        + "".join(f"sys.modules[{name!r}] = None\n" for name in block)
+        + "from benchmarks.run import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    scratch = f"{os.environ.get('BACKWAVE_PG_TEST_NAME', 'test_backwave')}_bench_peers"
+    options = ["--only", "peers", "--n", "50", "--enqueue-n", "20", "--db", scratch, "--results-dir", str(tmp_path)]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads((tmp_path / "latest.json").read_text()), result.stdout
+
+
+def positive_rates(queue: dict[str, Any]) -> list[float]:
+    runs = [queue["enqueue"]["single"], queue["enqueue"]["bulk"], *queue["processing"].values()]
+    assert all("error" not in run for run in runs), runs
+    rates = [run["rate"] for run in runs] + [run["steady_rate"] for run in queue["processing"].values()]
+    assert len(queue["processing"]) == 4  # concurrency 10 and default, 1 and 2 processes
+    return rates
+
+
+def test_a_peer_that_is_not_installed_is_reported_as_skipped(tmp_path: Path) -> None:
+    report, stdout = run_peers(tmp_path, block=PEERS)
+    queues = report["results"]["peers"]["queues"]
+    for peer in PEERS:
+        assert queues[peer] == {"skipped": "not installed: pip install 'backwave-django[bench]'"}
+    assert report["results"]["peers"]["ratios"] == {}
+    # backwave_django itself is still measured, and every row of the side-by-side table says so.
+    assert all(rate > 0 for rate in positive_rates(queues["backwave_django"]))
+    table = report["peers_table"]
+    assert len(table) == 10
+    assert all(row["pgqueuer"] == "skipped" and row["procrastinate"] == "skipped" for row in table)
+    assert "| backwave_django | pgqueuer | procrastinate |" in stdout
+
+
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(peer) for peer in PEERS),
+    reason="pgqueuer/procrastinate not installed (pip install 'backwave-django[bench]'): the peers' run is untested",
+)
+def test_installed_peers_are_measured_beside_backwave(tmp_path: Path) -> None:
+    report, stdout = run_peers(tmp_path)
+    peers = report["results"]["peers"]
+    for name in ("backwave_django", *PEERS):
+        assert all(rate > 0 for rate in positive_rates(peers["queues"][name])), name
+        assert all(run["exit_codes"] for run in peers["queues"][name]["processing"].values())
+    for peer in PEERS:
+        assert all(ratio > 0 for ratio in peers["ratios"][peer].values()), peers["ratios"][peer]
+    assert not any("skipped" in row.values() or "ERROR" in row.values() for row in report["peers_table"])
+    assert "| backwave / pgqueuer | backwave / procrastinate |" in stdout
