@@ -19,7 +19,6 @@ logger = logging.getLogger("backwave_django.worker")
 
 
 def renew_leases(
-    *,
     worker_id: str,
     running: dict[uuid.UUID, Running],
     executor: Executor,

@@ -103,6 +103,7 @@ class Worker:
         self.fault_backoff = 0.0
         self.next_heartbeat = 0.0
         self.next_maintenance = 0.0
+        self.heartbeat_seconds = self.settings.heartbeat_interval.total_seconds()
         #: Leases held ready beyond the busy slots (see ``_free_slots``).
         self.prefetch = resolve_prefetch(options, self.settings)
         self.executor = Executor(
@@ -162,8 +163,8 @@ class Worker:
             if self.stopping:
                 return 0
         self._start()
-        # Registering just stamped the worker row and nothing is leased: the first claim goes first.
-        self.next_heartbeat = time.monotonic() + self.settings.heartbeat_interval.total_seconds()
+        # Registering stamped the worker row (a heartbeat) and nothing is leased: claim first.
+        self.heartbeat_at, self.next_heartbeat = time.time(), time.monotonic() + self.heartbeat_seconds
         try:
             while True:
                 self._drain_finished()
@@ -181,7 +182,7 @@ class Worker:
                     self.next_progress = now_mono + PROGRESS_INTERVAL_SECONDS
                 if now_mono >= self.next_heartbeat:
                     self._guarded(self._heartbeat)
-                    self.next_heartbeat = now_mono + self.settings.heartbeat_interval.total_seconds()
+                    self.next_heartbeat = now_mono + self.heartbeat_seconds
                 if now_mono >= self.next_maintenance and not self.stopping:
                     self._guarded(self._maintenance)
                     self.next_maintenance = now_mono + self.settings.maintenance_interval.total_seconds()
@@ -529,14 +530,8 @@ class Worker:
         now = clock.now()
         store.touch_worker(self.worker_id, now=now)
         self.heartbeat_at = time.time()
-        renew_leases(
-            worker_id=self.worker_id,
-            running=self.running,
-            executor=self.executor,
-            lease_duration=self.settings.lease_duration,
-            now=now,
-            on_withdrawn=self._withdrawn,
-        )
+        lease = self.settings.lease_duration
+        renew_leases(self.worker_id, self.running, self.executor, lease, now, self._withdrawn)
 
     def _withdrawn(self, count: int = 1) -> None:  # prefetched jobs taken back before they started
         with self.finished_lock:
