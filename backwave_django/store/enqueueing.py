@@ -423,11 +423,15 @@ WITH inserted AS (
 ){_AFTER_INSERT}"""
 
 
+#: The encoder of :func:`_job_row` (one for every call: ``json.dumps`` with options builds one each time).
+_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
     """One job of :data:`ENQUEUE`'s document: ``[job_id, wire_name, queue, due_time, mode,
     max_attempts, backoff, timeout, priority, trace_context, payload]``, the payload's stored JSON
     spliced in as it is (it was encoded once, when the job was built)."""
-    head = json.dumps(
+    head = _ROW_ENCODER.encode(
         [
             str(new_job.job_id),
             new_job.wire_name,
@@ -439,9 +443,7 @@ def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
             policy["timeout"],
             new_job.priority,
             new_job.trace_context,
-        ],
-        ensure_ascii=False,
-        allow_nan=False,
+        ]
     )
     return f"{head[:-1]},{new_job.payload_json.decode()}]"
 
