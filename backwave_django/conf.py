@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": timedelta(seconds=1),
     "MAINTENANCE_INTERVAL": timedelta(seconds=5),
     "CONCURRENCY": 20,
+    "PREFETCH": None,  # leases held ready beyond the busy slots; None: fill a claim batch (worker.md)
     "JOB_TIMEOUT": None,  # None: handlers run without a time limit unless their job sets one
     "TIMEOUT_GRACE": timedelta(seconds=10),  # after a timeout, how long a sync handler has to stop
     "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
@@ -102,6 +103,7 @@ class BackWaveSettings:
     poll_interval: timedelta
     maintenance_interval: timedelta
     concurrency: int
+    prefetch: int | None
     job_timeout: timedelta | None
     timeout_grace: timedelta
     retry: RetryPolicy
@@ -301,8 +303,14 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
     if history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL and env_flag(DISABLE_FAILURE_DETAIL_ENV):
         history = HistoryPolicy.TRANSITIONS
 
+    prefetch = merged["PREFETCH"]
+    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
+        errors.append(f"PREFETCH must be None or an int >= 0, got {prefetch!r}.")
+        prefetch = DEFAULTS["PREFETCH"]
+
     resolved = BackWaveSettings(
         **ints,
+        prefetch=prefetch,
         lease_duration=lease,
         heartbeat_interval=heartbeat,
         poll_interval=_duration(merged["POLL_INTERVAL"], "POLL_INTERVAL", errors),

@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--concurrency", type=int, default=None, help="the worker's slots (default BACKWAVE['CONCURRENCY'])"
     )
     parser.add_argument(
+        "--prefetch", type=int, default=None, help="the worker's prefetch (default BACKWAVE['PREFETCH'])"
+    )
+    parser.add_argument(
         "--db",
         default=os.environ.get("BACKWAVE_BENCH_DB", "backwave_bench"),
         help="scratch database, dropped and re-created (default backwave_bench, or $BACKWAVE_BENCH_DB)",
@@ -48,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--n must be at least 1")
     if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
+    if args.prefetch is not None and args.prefetch < 0:
+        parser.error("--prefetch must be at least 0")
     return args
 
 
@@ -63,6 +68,25 @@ def postgres_cpu_seconds() -> float:
             continue
         ticks += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+#: The counters read around the drain: row writes per job table, and commits.
+TABLE_STATS = """
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables
+WHERE relname LIKE 'backwave_django_%'
+"""
+
+
+def table_stats(conn: Any) -> dict[str, int]:
+    """Rows inserted, updated (and of those HOT), deleted per table, and the database's commits."""
+    counters: dict[str, int] = {}
+    for table, *values in conn.execute(TABLE_STATS).fetchall():
+        short = table.removeprefix("backwave_django_")
+        for kind, value in zip(("ins", "upd", "hot_upd", "del"), values, strict=True):
+            counters[f"{short}.{kind}"] = int(value)
+    row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    counters["commits"] = int(row.fetchone()[0])
+    return counters
 
 
 class Calls:
@@ -138,13 +162,22 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     store.claim = claims.wrap(store_claim, lambda args_, kwargs, result: len(result))
     store.report_outcomes = writes.wrap(store_report, lambda args_, kwargs, result: len(args_[0]))
     concurrency = args.concurrency or get_settings().concurrency
-    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=concurrency, burst=True))
+    options = WorkerOptions(
+        dispatch=StrictDispatch(["default"]), concurrency=concurrency, burst=True, prefetch=args.prefetch
+    )
+    worker = Worker(options)
+    with harness.connect(args.db) as conn:
+        stats_before = table_stats(conn)
     try:
         cpu_before, pg_before = time.process_time(), postgres_cpu_seconds()
         worker.run()
         cpu, pg = time.process_time() - cpu_before, postgres_cpu_seconds() - pg_before
     finally:
         store.claim, store.report_outcomes = store_claim, store_report
+    connections.close_all()  # a session reports its statistics when it ends
+    time.sleep(1.0)
+    with harness.connect(args.db) as conn:
+        stats_after = table_stats(conn)
     done = sum(size * count for size, count in writes.sizes.items())
     if done != args.n:
         print(f"Only {done} of {args.n} jobs were written: see the log above.", file=sys.stderr)
@@ -152,12 +185,19 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     elapsed = writes.spans[-1][1] - claims.spans[0][0]
     gaps = [later[0] - earlier[1] for earlier, later in zip(claims.spans, claims.spans[1:], strict=False)]
     print(
-        f"{args.n:,} noops, --concurrency {concurrency}: {args.n / elapsed:,.0f} jobs/s "
+        f"{args.n:,} noops, --concurrency {concurrency}, prefetch {worker.prefetch}: "
+        f"{args.n / elapsed:,.0f} jobs/s "
         f"({elapsed:.2f} s from the first claim to the last write)\n"
         f"CPU per job: this process {cpu / args.n * 1e6:.0f} µs, PostgreSQL {pg / args.n * 1e6:.0f} µs\n"
         f"claims: {claims.summary()}\n"
         f"  median gap from a claim's return to the next claim: {statistics.median(gaps) * 1e6:,.0f} µs\n"
-        f"outcome writes: {writes.summary()}"
+        f"outcome writes: {writes.summary()}\n"
+        f"per job, from pg_stat_user_tables and pg_stat_database: "
+        + ", ".join(
+            f"{name} {(stats_after[name] - stats_before[name]) / args.n:.2f}"
+            for name in stats_before
+            if stats_after[name] != stats_before[name]
+        )
     )
     return 0
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+#: One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def json_bytes(value: Any) -> bytes:
     """The canonical stored form of a JSON value (compact, UTF-8, no ASCII escaping).
 
     Raises ``TypeError`` when the value is not JSON-serializable.
     """
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def json_size(value: Any) -> int:

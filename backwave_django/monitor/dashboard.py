@@ -29,7 +29,7 @@ from ..core import planner
 from ..core.states import HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
-from ..worker.pump import STALE_WORKER_HEARTBEATS
+from ..worker.maintenance import STALE_WORKER_HEARTBEATS
 from .jobs import count_jobs
 
 #: States in lifecycle order: the columns of the queue-by-state table.

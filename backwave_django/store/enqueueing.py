@@ -393,27 +393,25 @@ _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, atte
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
                         priority, trace_context"""
 
-#: Insert a batch of jobs without parents (each column travels as one array; rows are inserted
-#: in input order, so of two equal ids the first is the one stored), then :data:`_AFTER_INSERT`.
+#: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as one
+#: JSON document, an array with one array per job (:func:`_job_row`): encoded in C on the client
+#: and parsed once on the server, far cheaper than ten parameter arrays dumped value by value.
+#: Rows are inserted in input order, so of two equal ids the first is the one stored.
 ENQUEUE = f"""
 WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
-    SELECT n.job_id, n.wire_name, n.queue, n.payload::jsonb, n.due_time, n.mode,
-           {SCHEDULED}, 0, false, 0, %(now)s, 1,
-           n.max_attempts, n.backoff::jsonb, n.timeout, n.priority, n.trace_context
-    FROM unnest(%(job_ids)s::uuid[], %(wire_names)s::text[], %(queues)s::text[], %(payloads)s::text[],
-                %(due_times)s::timestamptz[], %(modes)s::smallint[],
-                %(max_attempts)s::int[], %(backoffs)s::text[], %(timeouts)s::float8[],
-                %(priorities)s::smallint[], %(trace_contexts)s::text[])
-         WITH ORDINALITY AS n (job_id, wire_name, queue, payload, due_time, mode,
-                               max_attempts, backoff, timeout, priority, trace_context, position)
+    SELECT (n.job->>0)::uuid, n.job->>1, n.job->>2, n.job->10, (n.job->>3)::timestamptz,
+           (n.job->>4)::smallint, {SCHEDULED}, 0, false, 0, %(now)s, 1,
+           (n.job->>5)::int, nullif(n.job->6, 'null'::jsonb), (n.job->>7)::float8, (n.job->>8)::smallint,
+           n.job->>9
+    FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
 ){_AFTER_INSERT}"""
 
 #: The same for one job, with plain values: the shape of a single ``.enqueue()``, planned more
-#: cheaply than arrays of one element.
+#: cheaply than a document of one row.
 ENQUEUE_ONE = f"""
 WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
@@ -425,36 +423,29 @@ WITH inserted AS (
 ){_AFTER_INSERT}"""
 
 
-#: The array parameters of :data:`ENQUEUE`, one element per job.
-ENQUEUE_ARRAYS = (
-    "job_ids",
-    "wire_names",
-    "queues",
-    "payloads",
-    "due_times",
-    "modes",
-    "max_attempts",
-    "backoffs",
-    "timeouts",
-    "priorities",
-    "trace_contexts",
-)
+#: The encoder of :func:`_job_row` (one for every call: ``json.dumps`` with options builds one each time).
+_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-#: The parameters of :data:`ENQUEUE_ONE`, each the one element of an array of :data:`ENQUEUE`.
-ONE_JOB_VALUES = {
-    "job_id": "job_ids",
-    "wire_name": "wire_names",
-    "queue": "queues",
-    "payload": "payloads",
-    "due_time": "due_times",
-    "mode": "modes",
-    "max_attempts": "max_attempts",
-    "backoff": "backoffs",
-    "timeout": "timeouts",
-    "priority": "priorities",
-    "trace_context": "trace_contexts",
-}
+def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
+    """One job of :data:`ENQUEUE`'s document: ``[job_id, wire_name, queue, due_time, mode,
+    max_attempts, backoff, timeout, priority, trace_context, payload]``, the payload's stored JSON
+    spliced in as it is (it was encoded once, when the job was built)."""
+    head = _ROW_ENCODER.encode(
+        [
+            str(new_job.job_id),
+            new_job.wire_name,
+            new_job.queue,
+            new_job.due_time.isoformat(),
+            int(new_job.mode),
+            policy["max_attempts"],
+            policy["backoff"],
+            policy["timeout"],
+            new_job.priority,
+            new_job.trace_context,
+        ]
+    )
+    return f"{head[:-1]},{new_job.payload_json.decode()}]"
 
 
 def _enqueue_without_parents(
@@ -468,39 +459,43 @@ def _enqueue_without_parents(
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
     first: dict[uuid.UUID, int] = {}
-    columns: dict[str, list[Any]] = {name: [] for name in ENQUEUE_ARRAYS}
+    accepted: list[tuple[NewJob, dict[str, Any]]] = []
     tags: list[dict[str, str]] = []
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
         if result is not None or new_job.job_id in first:
             continue
         first[new_job.job_id] = i
-        columns["job_ids"].append(new_job.job_id)
-        columns["wire_names"].append(new_job.wire_name)
-        columns["queues"].append(new_job.queue)
-        columns["payloads"].append(new_job.payload_json.decode())
-        columns["due_times"].append(new_job.due_time)
-        columns["modes"].append(int(new_job.mode))
-        policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
-        columns["max_attempts"].append(policy["max_attempts"])
-        columns["backoffs"].append(None if policy["backoff"] is None else json.dumps(policy["backoff"]))
-        columns["timeouts"].append(policy["timeout"])
-        columns["priorities"].append(new_job.priority)
-        columns["trace_contexts"].append(new_job.trace_context)
+        accepted.append(
+            (new_job, stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings))
+        )
         tags.extend(
             {"job_id": str(new_job.job_id), "key": key, "value": value} for key, value in new_job.tag_pairs
         )
     params: dict[str, Any] = {
-        **columns,
         "tags": json.dumps(tags) if tags else "[]",
         "now": now,
         "actor": ENQUEUE_ACTOR,
         "history": settings.history is not HistoryPolicy.OFF,
         "channel": HINT_CHANNEL,
     }
-    if len(first) == 1:  # one job: plain values instead of one-element arrays
-        params.update({name: columns[array][0] for name, array in ONE_JOB_VALUES.items()})
+    if len(accepted) == 1:  # one job: plain values instead of a document of one row
+        new_job, policy = accepted[0]
+        params.update(
+            job_id=new_job.job_id,
+            wire_name=new_job.wire_name,
+            queue=new_job.queue,
+            payload=new_job.payload_json.decode(),
+            due_time=new_job.due_time,
+            mode=int(new_job.mode),
+            max_attempts=policy["max_attempts"],
+            backoff=None if policy["backoff"] is None else json.dumps(policy["backoff"]),
+            timeout=policy["timeout"],
+            priority=new_job.priority,
+            trace_context=new_job.trace_context,
+        )
         statement = ENQUEUE_ONE
     else:
+        params["jobs"] = f"[{','.join(_job_row(new_job, policy) for new_job, policy in accepted)}]"
         statement = ENQUEUE
     inserted = {job_id for job_id, _ in fetch_bound(using, statement, params)} if first else set()
     return [

@@ -12,7 +12,6 @@ path, two ways of scheduling it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -44,6 +43,7 @@ from ..core.outcomes import (
 )
 from ..exceptions import Discard, JobTimeout, OutputTooLarge, Snooze
 from ..registry import AttemptHooks, NotRoutable, Routed, get, retry_policy, route
+from .threads import Call as _Call, JobThreads
 from .timeouts import Deadline, Watchdog
 
 logger = logging.getLogger("backwave_django.worker")
@@ -51,7 +51,6 @@ logger = logging.getLogger("backwave_django.worker")
 OPERATOR_CANCEL_CAUSE = "operator-cancel"
 
 _T = TypeVar("_T")
-_Call = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 @dataclass(slots=True, eq=False)
@@ -72,6 +71,10 @@ class Running:
     finished: bool = False
     #: The handler's thread was abandoned past its timeout's grace (and replaced).
     thread_retired: bool = False
+    #: The sync handler's call returned (so its thread is not stuck).
+    returned: bool = False
+    #: Set with the attempt's outcome when a job thread waits on an ``async def`` handler.
+    decided: threading.Event | None = None
     #: When the handler started and returned (Unix time), stamped only for a worker with metrics.
     handler_started: float = 0.0
     handler_ended: float = 0.0
@@ -242,97 +245,6 @@ def failure(
     )
 
 
-class JobThreads:
-    """A fixed set of threads running calls from one queue, for the sync handlers.
-
-    Leaner than ``concurrent.futures.ThreadPoolExecutor`` on the hot path: no future per job, and
-    a batch of calls wakes one idle thread, not one per call. A thread that takes a call while
-    more wait wakes the next idle one before running it, so calls that block (I/O, sleeps) fan
-    out over the threads at once, while quick calls are run back to back by the first thread
-    awake instead of paying a thread switch each. At most one thread is on its way up at a time
-    (``waking``): it takes the next call when it arrives and wakes the one after, so a batch of
-    quick calls costs one wake-up, not one per call. The calls report their own outcome (see
-    :meth:`Executor._run_sync`), so nothing waits on them. Threads are daemons: :meth:`shutdown`
-    drops calls not yet started and lets running ones finish in the background.
-
-    A thread stuck in a handler that was abandoned is :meth:`retire`\\ d: a new thread takes its
-    place at once, and the stuck one exits if its call ever returns.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.lock = threading.Lock()
-        self.ready = threading.Condition(self.lock)
-        self.calls: collections.deque[_Call] = collections.deque()
-        self.idle = 0
-        self.waking = False
-        self.stopped = False
-        self.retired: set[int] = set()
-        self.started = 0
-        self.threads: list[threading.Thread] = []
-        for _ in range(size):
-            self._start_thread()
-
-    def _start_thread(self) -> None:
-        thread = threading.Thread(target=self._serve, name=f"backwave-job-{self.started}", daemon=True)
-        self.started += 1
-        self.threads.append(thread)
-        thread.start()
-
-    def submit_many(self, calls: list[_Call]) -> None:
-        if not calls:
-            return
-        with self.lock:
-            self.calls.extend(calls)
-            self._wake_one()
-
-    def retire(self, thread_id: int) -> None:
-        """Replace a thread stuck in an abandoned call; it exits if the call ever returns."""
-        with self.lock:
-            self.retired.add(thread_id)
-            if self.stopped:
-                return
-        self._start_thread()
-
-    def shutdown(self) -> None:
-        with self.lock:
-            self.stopped = True
-            self.calls.clear()
-            self.ready.notify_all()
-
-    def _next(self) -> _Call | None:
-        with self.lock:
-            if threading.get_ident() in self.retired:
-                self.retired.discard(threading.get_ident())
-                return None  # its place was taken while it was stuck
-            while not self.calls and not self.stopped:
-                self.idle += 1
-                try:
-                    self.ready.wait()
-                finally:
-                    self.idle -= 1
-                    self.waking = False  # (only a woken thread returns from the wait)
-            if self.stopped:
-                return None
-            call = self.calls.popleft()
-            if self.calls:
-                self._wake_one()  # more work: wake the next thread while this one runs
-            return call
-
-    def _wake_one(self) -> None:
-        """With the lock held: wake an idle thread, unless one is already on its way."""
-        if self.idle and not self.waking:
-            self.waking = True
-            self.ready.notify()
-
-    def _serve(self) -> None:
-        while (item := self._next()) is not None:
-            call, args = item
-            try:
-                call(*args)
-            except BaseException:  # the calls catch their own errors; this is the last line of defence
-                logger.exception("A job thread's call failed")
-
-
 class Executor:
     """Runs handlers for the pump: threads for sync handlers, one event loop for async ones.
 
@@ -342,10 +254,17 @@ class Executor:
     """
 
     def __init__(
-        self, *, concurrency: int, settings: BackWaveSettings, on_finished: Callable[[Finished], None]
+        self,
+        *,
+        concurrency: int,
+        settings: BackWaveSettings,
+        on_finished: Callable[[Finished], None],
+        on_started: Callable[[Running], None] | None = None,
     ) -> None:
         self.settings = settings
         self.report: Callable[[Finished], None] = on_finished
+        #: Called on the job thread as each handler starts (a prefetched job's, when it leaves the queue).
+        self.on_started = on_started
         #: Stamp each handler's start and end (``Running.handler_started``/``handler_ended``): only
         #: when the worker records metrics.
         self.timed = False
@@ -358,8 +277,15 @@ class Executor:
         self.abandoned_lock = threading.Lock()
 
     def start_many(self, batch: list[Running]) -> None:
-        """Route and start a claimed batch: sync handlers go to the job threads in one hand-off."""
-        sync_calls: list[_Call] = []
+        """Route a claimed batch and hand it to the job threads in one hand-off.
+
+        Every attempt, sync or async, takes one job thread while its handler runs (an ``async
+        def`` handler runs on the event loop while its thread waits for the outcome), so at most
+        ``concurrency`` handlers run at once. A batch larger than the idle threads (the pump's
+        prefetch) waits in the threads' queue, and a thread that finishes takes the next job at
+        once; its time limit starts only then, when its handler starts.
+        """
+        calls: list[_Call] = []
         for running in batch:
             if running.claimed.cancel_requested:
                 running.context.request_cancel()  # a retried job whose cancel flag is still raised
@@ -367,11 +293,22 @@ class Executor:
             if isinstance(routed, Finished):
                 self.on_finished(routed)
             elif routed.definition.is_async:
-                future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
-                future.add_done_callback(functools.partial(self._crashed, running))
+                calls.append((self._run_async_on_thread, (running, routed)))
             else:
-                sync_calls.append((self._run_sync, (running, routed)))
-        self.threads.submit_many(sync_calls)
+                calls.append((self._run_sync, (running, routed)))
+        self.threads.submit_many(calls)
+
+    def pending(self) -> int:
+        """Handed-over jobs whose handler has not started (they hold a lease, not a slot)."""
+        return self.threads.pending()
+
+    def take_pending(self) -> list[Running]:
+        """Take back every job whose handler has not started: none of them will run."""
+        return [args[0] for _, args in self.threads.take_pending()]
+
+    def withdraw(self, running: Running) -> bool:
+        """Take back one job if its handler has not started yet."""
+        return self.threads.withdraw(running)
 
     def on_finished(self, finished: Finished) -> None:
         """Pass an attempt's first outcome on, through its execution hooks; drop any later one."""
@@ -380,7 +317,11 @@ class Executor:
             if running.finished:
                 return
             running.finished = True
-        self.report(settle(finished))
+        try:
+            self.report(settle(finished))
+        finally:
+            if running.decided is not None:
+                running.decided.set()  # the async handler's thread is free for the next job
 
     def cancel(self, running: Running) -> None:
         """Deliver a cancel request: raise the flag, and cancel an async handler's task."""
@@ -428,22 +369,29 @@ class Executor:
             claimed.timeout or 0,
             "thread" if deadline is not None and deadline.thread_id is not None else "task",
         )
+        # The outcome first: a pump that sees the stuck count go up must find it already handed
+        # over (it gives back the leases of the jobs it still holds when too many are stuck).
+        self.on_finished(timed_out(running, None, settings=self.settings, now=clock.now()))
         if deadline is not None and deadline.thread_id is not None:
             with self.abandoned_lock:
+                if running.returned:  # it came back meanwhile: nothing is stuck
+                    return
                 self.abandoned_threads += 1
                 running.thread_retired = True
             self.threads.retire(deadline.thread_id)
-        self.on_finished(timed_out(running, None, settings=self.settings, now=clock.now()))
 
     # --- Running handlers -----------------------------------------------------------------------
 
     def _run_sync(self, running: Running, routed: Routed) -> None:
+        if self.on_started is not None:
+            self.on_started(running)
         try:
             finished = self._call_sync(running, routed)
         except BaseException as exc:  # a bug in the wrapper itself: never leave the job without an outcome
             logger.error("Executing job %s failed unexpectedly", running.claimed.job_id, exc_info=exc)
             finished = self._failure(running, exc)
         with self.abandoned_lock:
+            running.returned = True
             if running.thread_retired:  # abandoned, and back at last: no longer stuck
                 running.thread_retired = False
                 self.abandoned_threads -= 1
@@ -471,6 +419,16 @@ class Executor:
             return self._success(running, result)
         finally:
             close_old_connections()
+
+    def _run_async_on_thread(self, running: Running, routed: Routed) -> None:
+        """Start an ``async def`` handler on the event loop and hold this thread (its slot) until
+        the attempt's outcome is decided: it ended, or it was abandoned past its time limit."""
+        running.decided = threading.Event()
+        if self.on_started is not None:
+            self.on_started(running)
+        future = asyncio.run_coroutine_threadsafe(self._run_async(running, routed), self.loop)
+        future.add_done_callback(functools.partial(self._crashed, running))
+        running.decided.wait()
 
     async def _run_async(self, running: Running, routed: Routed) -> None:
         # Execution hooks may use the ORM, which Django refuses on an event loop: run them on a thread.

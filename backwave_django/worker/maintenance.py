@@ -6,9 +6,10 @@ calls them on its virtual clock. One implementation, so a test sees exactly what
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..core.states import CatchUp, TerminalStateClass
 from ..database import jobs_database
 from ..models import QueueSettings
 from ..registry import get
+
+logger = logging.getLogger("backwave_django.worker")
 
 #: Expiry sweeps and purges repeat while they come back full, up to this many batches per tick.
 MAX_MAINTENANCE_BATCHES = 20
@@ -131,3 +134,22 @@ def _repeat(batch: Callable[[], int], *, full: int, max_batches: int | None) -> 
         if count < full:
             break
     return total
+
+
+#: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
+STALE_WORKER_HEARTBEATS = 5
+
+
+def run_maintenance(
+    settings: BackWaveSettings, *, worker_id: str, queues: Sequence[str], now: datetime
+) -> bool:
+    """A worker's maintenance pass: :func:`maintenance_tick`, then prune stale worker rows.
+    Returns whether schedules minted jobs (the worker then claims at once)."""
+    tick = maintenance_tick(settings, queues=queues, now=now)
+    if tick.reclaimed:
+        logger.info("Worker %s reclaimed %d expired lease(s) for redelivery.", worker_id, tick.reclaimed)
+    if tick.minted:
+        logger.debug("Minted %d scheduled job(s)", tick.minted)
+    stale = settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
+    store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
+    return bool(tick.minted)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..conf import BackWaveSettings
 from ..core.dispatch import Dispatch
 from ..core.states import OutcomeResult
 
@@ -32,8 +33,23 @@ class WorkerOptions:
     shutdown_timeout: float = 30.0
     #: ``--metrics-port``: None (the default) costs nothing per job.
     metrics: OutcomeMetrics | None = None
+    #: Leases held ready beyond the busy slots (None: ``BACKWAVE["PREFETCH"]``).
+    prefetch: int | None = None
 
 
 def make_worker_id(name: str | None) -> str:
     """``{name or host}:{pid}:{random}``."""
     return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def resolve_prefetch(options: WorkerOptions, settings: BackWaveSettings) -> int:
+    """How many jobs a worker leases beyond its busy slots: ``options.prefetch``, else
+    ``BACKWAVE["PREFETCH"]``, else the default: enough to fill a claim batch (``MAX_CLAIM_BATCH``)
+    beside the slots, but at least the concurrency and at most twice it (a prefetched job never
+    waits for more than two jobs ahead of it per thread), and never more than a claim batch.
+    See docs/worker.md#prefetch."""
+    prefetch = settings.prefetch if options.prefetch is None else options.prefetch
+    if prefetch is not None:
+        return prefetch
+    concurrency, batch = options.concurrency, settings.max_claim_batch
+    return min(max(concurrency, batch - concurrency), 2 * concurrency, batch)

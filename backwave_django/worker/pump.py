@@ -8,7 +8,9 @@ One thread (the pump) talks to the store; handlers run on the :class:`Executor`.
    abandoning jobs whose lease was lost);
 3. run maintenance every ``MAINTENANCE_INTERVAL`` (expire leases, purge by retention, prune
    stale worker rows);
-4. claim as many jobs as there are free slots, through the dispatch policy;
+4. claim as many jobs as there are free slots plus the prefetch (``BACKWAVE["PREFETCH"]``),
+   through the dispatch policy: the jobs beyond the idle threads wait, leased and heartbeated,
+   in the job threads' queue, so a thread that finishes starts the next job at once;
 5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
    re-polls at once, so released dependents and freed slots are picked up promptly.
 
@@ -18,6 +20,7 @@ written, and the lease fence makes a repeated write harmless.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -26,24 +29,26 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import FrameType
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from .. import clock, signals, store
+from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
 from ..observers import definitions
+from . import writer as outcome_writer
 from .execution import Executor, Finished, Running
+from .heartbeats import renew_leases
 from .hints import HintListener
-from .maintenance import apply_queue_settings, maintenance_tick, sync_schedules
+from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
 from .observing import ObserverPump
-from .options import WorkerOptions, make_worker_id
+from .options import WorkerOptions, make_worker_id, resolve_prefetch
 from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
@@ -58,8 +63,6 @@ CLAIM_LINGER_SECONDS = 0.020
 #: one batch is being written the next can run, and the one after can finish and wait, so a busy
 #: worker's writes grow to two batches instead of its claims waiting for the writer.
 UNWRITTEN_SLOTS_FACTOR = 2
-#: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
-STALE_WORKER_HEARTBEATS = 5
 #: Running jobs' progress is written at most this often (each job's latest value).
 PROGRESS_INTERVAL_SECONDS = 1.0
 #: The exit status of a worker that stopped because too many handlers were stuck past their
@@ -92,6 +95,7 @@ class Worker:
         self.hinted = False
         self.wakeup = threading.Event()
         self.stopping = False
+        self.recycling = False
         self.stop_deadline: float | None = None
         self.signals_received = 0
         self.started_jobs = 0
@@ -99,8 +103,14 @@ class Worker:
         self.fault_backoff = 0.0
         self.next_heartbeat = 0.0
         self.next_maintenance = 0.0
+        self.heartbeat_seconds = self.settings.heartbeat_interval.total_seconds()
+        #: Leases held ready beyond the busy slots (see ``_free_slots``).
+        self.prefetch = resolve_prefetch(options, self.settings)
         self.executor = Executor(
-            concurrency=options.concurrency, settings=self.settings, on_finished=self._on_finished
+            concurrency=options.concurrency,
+            settings=self.settings,
+            on_finished=self._on_finished,
+            on_started=functools.partial(outcome_writer.announce_started, Worker),
         )
         self.metrics = options.metrics
         self.executor.timed = self.metrics is not None
@@ -123,6 +133,7 @@ class Worker:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals_received += 1
+        self.recycling = False
         if self.signals_received > 1:
             logger.warning(
                 "Second signal: worker %s exits now, leaving %d job(s) to lease expiry",
@@ -152,6 +163,8 @@ class Worker:
             if self.stopping:
                 return 0
         self._start()
+        # Registering stamped the worker row (a heartbeat) and nothing is leased: claim first.
+        self.heartbeat_at, self.next_heartbeat = time.time(), time.monotonic() + self.heartbeat_seconds
         try:
             while True:
                 self._drain_finished()
@@ -159,6 +172,8 @@ class Worker:
                 if self._flush_due():
                     self._flush_outcomes()
                 self._deliver_cancel_hints()
+                if self.stopping and not self.recycling and self.executor.pending():
+                    self._give_back_prefetched()
                 if self._too_many_stuck():
                     break
                 now_mono = time.monotonic()
@@ -167,7 +182,7 @@ class Worker:
                     self.next_progress = now_mono + PROGRESS_INTERVAL_SECONDS
                 if now_mono >= self.next_heartbeat:
                     self._guarded(self._heartbeat)
-                    self.next_heartbeat = now_mono + self.settings.heartbeat_interval.total_seconds()
+                    self.next_heartbeat = now_mono + self.heartbeat_seconds
                 if now_mono >= self.next_maintenance and not self.stopping:
                     self._guarded(self._maintenance)
                     self.next_maintenance = now_mono + self.settings.maintenance_interval.total_seconds()
@@ -238,6 +253,7 @@ class Worker:
                 return True
             return False
         if self.options.max_jobs is not None and self.started_jobs >= self.options.max_jobs:
+            self.recycling = True  # the jobs handed over, prefetched ones too, still run
             self.request_stop()
             return idle
         return self.options.burst and claimed == 0 and idle and self.fault_backoff == 0
@@ -265,9 +281,22 @@ class Worker:
             f"; {len(self.running)} still running were given back (due again now)" if self.running else "",
         )
 
+    def _give_back_prefetched(self) -> None:
+        """Stopping: give back prefetched jobs not started yet at once, as ``_release_running`` does."""
+        waiting = self.executor.take_pending()
+        if not waiting:
+            return
+        job_ids = [self.running.pop(r.claimed.job_id, r).claimed.job_id for r in waiting]
+        self._withdrawn(len(waiting))
+        released = self._guarded(
+            lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
+        )
+        logger.info("Gave back %s prefetched lease(s) not started yet; they are due again now", released)
+
     def _release_running(self) -> None:
-        """Give back the leases of the jobs still running: Scheduled again, due now, for any worker,
-        without spending an attempt (``store.release_leases``)."""
+        """Give back the leases of the jobs still held: Scheduled again, due now, for any worker,
+        without spending an attempt (``store.release_leases``); prefetched ones never start."""
+        self.executor.take_pending()
         job_ids = [r.claimed.job_id for r in self.running.values()]
         released = self._guarded(
             lambda: store.release_leases(worker_id=self.worker_id, job_ids=job_ids, now=clock.now())
@@ -337,19 +366,29 @@ class Worker:
         return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
 
     def _free_slots(self) -> int:
-        """Slots a claim may fill. A finished job whose outcome is not written yet runs nothing, so
-        it holds no slot, up to ``UNWRITTEN_SLOTS_FACTOR * concurrency`` such jobs; beyond that each
-        holds one, so the worker's leases stay bounded and a stalled writer stops the claims."""
+        """Leases a claim may add: slots plus prefetch, less the jobs held (running or prefetched).
+        A finished job whose outcome is not written yet holds none, up to ``UNWRITTEN_SLOTS_FACTOR
+        * (concurrency + prefetch)`` of them; beyond that each holds one (a stalled writer stops claims)."""
         concurrency = self.options.concurrency
         unwritten = len(self.outbox) + len(self.writing or ())
-        return concurrency - len(self.running) - max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * concurrency)
+        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * (concurrency + self.prefetch))
+        return concurrency + self.prefetch - held
+
+    @property
+    def _claim_batch(self) -> int:
+        """Free leases worth a claim: three quarters of the slots, or of the prefetch when smaller
+        (so the next claim is under way while prefetched jobs still wait for a thread)."""
+        concurrency = self.options.concurrency
+        size = concurrency if self.prefetch == 0 else min(concurrency, self.prefetch)
+        return max(1, min(size, self.settings.max_claim_batch) * 3 // 4)
 
     def _claim_due(self) -> bool:
         """Claim when a good batch is free, or nothing runs, or a hint arrived; partial batches
         after CLAIM_LINGER, or, when the last claim found nothing due, after the poll interval."""
-        if self._free_slots() <= 0:
+        free = self._free_slots()
+        if free <= 0:
             return False
-        if not self.running or self._free_slots() >= self._batch or self.hinted:
+        if not self.running or free >= self._claim_batch or self.hinted:
             return True
         return time.monotonic() >= self._next_partial_claim()
 
@@ -491,43 +530,16 @@ class Worker:
         now = clock.now()
         store.touch_worker(self.worker_id, now=now)
         self.heartbeat_at = time.time()
-        if not self.running:
-            return
-        results = store.heartbeat(
-            worker_id=self.worker_id,
-            job_ids=list(self.running),
-            lease_duration=self.settings.lease_duration,
-            now=now,
-        )
-        for beat in results:
-            running = self.running.get(beat.job_id)
-            if running is None:
-                continue
-            if not beat.renewed:
-                logger.warning(
-                    "Lease of %s %s lost; abandoning it (its result will not be reported)",
-                    running.claimed.wire_name,
-                    beat.job_id,
-                )
-                running.abandoned = True
-                del self.running[beat.job_id]
-                self.executor.cancel(running)
-            elif beat.cancel_requested and not running.context.cancel_requested:
-                logger.info("Cancel requested for %s %s", running.claimed.wire_name, beat.job_id)
-                self.executor.cancel(running)
+        lease = self.settings.lease_duration
+        renew_leases(self.worker_id, self.running, self.executor, lease, now, self._withdrawn)
+
+    def _withdrawn(self, count: int = 1) -> None:  # prefetched jobs taken back before they started
+        with self.finished_lock:
+            self.executing -= count
 
     def _maintenance(self) -> None:
-        now = clock.now()
-        tick = maintenance_tick(self.settings, queues=self.queues, now=now)
-        if tick.reclaimed:
-            logger.info(
-                "Worker %s reclaimed %d expired lease(s) for redelivery.", self.worker_id, tick.reclaimed
-            )
-        if tick.minted:
-            logger.debug("Minted %d scheduled job(s)", tick.minted)
-            self.hinted = True  # claim them now, not at the next poll
-        stale = self.settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
-        store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
+        if run_maintenance(self.settings, worker_id=self.worker_id, queues=self.queues, now=clock.now()):
+            self.hinted = True  # minted jobs: claim them now, not at the next poll
 
     def _claim(self) -> int:
         self.hinted = False
@@ -564,15 +576,6 @@ class Worker:
         running = Running(claimed=job, context=context, started=now)
         self.running[job.job_id] = running
         self.started_jobs += 1
-        signals.send(
-            signals.job_started,
-            Worker,
-            job_id=job.job_id,
-            wire_name=job.wire_name,
-            queue=job.queue,
-            attempt=job.attempt,
-        )
-        logger.debug("Running %s %s attempt %d", job.wire_name, job.job_id, job.attempt)
         return running
 
     def _sleep(self) -> None:

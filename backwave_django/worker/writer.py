@@ -16,7 +16,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from .. import clock, signals, store
 from ..core.outcomes import Failure, Snoozed, Success, outcome_effect
 from ..core.states import OutcomeResult
-from .execution import Finished
+from .execution import Finished, Running
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -119,6 +119,20 @@ def log_outcome(finished: Finished, result: OutcomeResult) -> None:
             claimed.attempt,
             "succeeded" if isinstance(outcome, Success) else type(outcome).__name__,
         )
+
+
+def announce_started(sender: object, running: Running) -> None:
+    """As a handler starts (on its job thread): ``job_started`` (when anyone listens), and a DEBUG line."""
+    claimed = running.claimed
+    signals.send(
+        signals.job_started,
+        sender,
+        job_id=claimed.job_id,
+        wire_name=claimed.wire_name,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+    )
+    logger.debug("Running %s %s attempt %d", claimed.wire_name, claimed.job_id, claimed.attempt)
 
 
 def announce_finished(sender: object, batch: list[Finished], results: list[OutcomeResult]) -> None:

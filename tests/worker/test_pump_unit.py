@@ -16,7 +16,8 @@ from backwave_django.core.dispatch import StrictDispatch
 from backwave_django.core.outcomes import ClaimedJob, Success
 from backwave_django.core.states import OutcomeResult
 from backwave_django.worker import Worker, WorkerOptions
-from backwave_django.worker.execution import Finished, JobThreads, Running
+from backwave_django.worker.execution import Finished, Running
+from backwave_django.worker.threads import JobThreads
 from backwave_django.worker.writer import WriteDone
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -102,7 +103,7 @@ def test_shutdown_drops_calls_not_yet_started(threads: JobThreads) -> None:
 
 @pytest.fixture
 def worker() -> Iterator[Worker]:
-    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4))
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4, prefetch=0))
     yield worker
     worker.executor.shutdown()
 

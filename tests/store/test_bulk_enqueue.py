@@ -1,0 +1,116 @@
+"""The PostgreSQL bulk enqueue: a batch without parents is one statement, and it stores exactly
+what the portable ORM path stores (job rows, first transitions, tags, results)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from backwave_django import EnqueueResult, store
+from backwave_django.core.outcomes import NewJob
+from backwave_django.models import JobRecord, JobTag, JobTransition
+from backwave_django.store import enqueueing
+
+from ..conftest import T0
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+#: Columns compared between the two paths (ids and sequences differ by construction).
+COLUMNS = (
+    "wire_name",
+    "queue",
+    "payload",
+    "state",
+    "attempt",
+    "due_time",
+    "mode",
+    "cancel_requested",
+    "parents_remaining",
+    "enqueued_at",
+    "next_ordinal",
+    "max_attempts",
+    "backoff",
+    "timeout",
+    "priority",
+    "terminal_at",
+    "terminal_cause",
+    "unique_key",
+    "trace_context",
+)
+
+
+def _batch(ids: list[uuid.UUID]) -> list[NewJob]:
+    """Jobs that exercise every column the statement writes, and a repeated id."""
+    return [
+        NewJob(job_id=ids[0], wire_name="send-invoice", payload={"args": [1], "kwargs": {}}, due_time=T0),
+        NewJob(
+            job_id=ids[1],
+            wire_name="résumé \"quoted\" \\ name",
+            payload={"args": ["ünïcode ✓", None, 1.5, {"nested": [True, False]}], "kwargs": {"k": "\"}{"}},
+            queue="billing",
+            due_time=T0 + timedelta(hours=1, microseconds=7),
+            tags=("urgent", ("tenant", "acme"), ("tenant", "acme")),
+            max_attempts=3,
+            backoff=(1, 2.5),
+            timeout=0.25,
+            priority=-100,
+            trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ),
+        NewJob(job_id=ids[0], wire_name="send-invoice", payload={"args": [2], "kwargs": {}}, due_time=T0),
+        NewJob(job_id=ids[2], wire_name="x" * 200, payload={}, due_time=T0),  # WIRE_NAME_TOO_LONG
+        NewJob(job_id=ids[3], wire_name="plain", payload=[], due_time=T0 - timedelta(days=1), priority=100),
+    ]
+
+
+def _stored(ids: list[uuid.UUID]) -> list[tuple[Any, ...] | None]:
+    stored: list[tuple[Any, ...] | None] = []
+    for job_id in ids:
+        record = JobRecord.objects.filter(job_id=job_id).values(*COLUMNS, "sequence").first()
+        if record is None:
+            stored.append(None)
+            continue
+        sequence = record.pop("sequence")
+        transitions = list(
+            JobTransition.objects.filter(job_id=sequence)
+            .order_by("ordinal")
+            .values_list("ordinal", "recorded_at", "state", "attempt", "failure_detail", "actor")
+        )
+        tags = sorted(JobTag.objects.filter(job_id=sequence).values_list("key", "value"))
+        stored.append((record, transitions, tags))
+    return stored
+
+
+def test_the_statement_path_stores_what_the_orm_path_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_ids = [uuid.uuid4() for _ in range(4)]
+    fast = store.enqueue_many(_batch(fast_ids), now=T0)
+    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    orm_ids = [uuid.uuid4() for _ in range(4)]
+    portable = store.enqueue_many(_batch(orm_ids), now=T0)
+    assert fast == portable == [
+        EnqueueResult.OK,
+        EnqueueResult.OK,
+        EnqueueResult.DUPLICATE,
+        EnqueueResult.WIRE_NAME_TOO_LONG,
+        EnqueueResult.OK,
+    ]
+    assert _stored(fast_ids) == _stored(orm_ids)
+    assert _stored(fast_ids)[2] is None
+
+
+def test_a_batch_without_parents_is_one_statement() -> None:
+    jobs = [
+        NewJob(job_id=uuid.uuid4(), wire_name="w", payload={"n": n}, due_time=T0, tags=("t",))
+        for n in range(500)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        results = store.enqueue_many(jobs, now=T0)
+    assert results == [EnqueueResult.OK] * 500
+    assert len(queries.captured_queries) == 1
+    assert JobRecord.objects.count() == 500
+    assert JobTransition.objects.count() == 500
+    assert JobTag.objects.count() == 500
