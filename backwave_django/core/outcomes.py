@@ -217,11 +217,61 @@ class NewJob:
                 object.__setattr__(self, "mode", DependencyMode(self.mode))
             except ValueError:
                 raise ValueError(f"mode must be a DependencyMode, got {self.mode!r}") from None
-        object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in normalize_tags(self.tags)))
+        pairs = normalize_tags(self.tags)
+        object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in pairs))
+        object.__setattr__(self, "_tag_pairs", pairs)
+
+    @classmethod
+    def from_checked(
+        cls,
+        *,
+        job_id: uuid.UUID,
+        wire_name: str,
+        payload: Any,
+        payload_json: bytes,
+        queue: str,
+        due_time: datetime,
+        parents: tuple[uuid.UUID, ...],
+        mode: DependencyMode,
+        tags: tuple[Tag, ...],
+        tag_pairs: tuple[TagPair, ...],
+        max_attempts: int | None,
+        backoff: tuple[float, ...] | None,
+        timeout: float | None,
+        priority: int,
+        unique: UniqueKey | None,
+        trace_context: str | None,
+    ) -> NewJob:
+        """A job built from values that already passed every check of ``__post_init__``, in the
+        form it stores them (``tags`` normalized, ``tag_pairs`` their pairs, ``payload_json`` the
+        payload's stored JSON): what ``prepare()`` hands to the store (client.py checks each set of
+        options once, and each payload once), without checking and encoding them again per job."""
+        new_job = object.__new__(cls)
+        new_job.__dict__.update(
+            job_id=job_id,
+            wire_name=wire_name,
+            payload=payload,
+            queue=queue,
+            due_time=due_time,
+            parents=parents,
+            mode=mode,
+            tags=tags,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            timeout=timeout,
+            priority=priority,
+            unique=unique,
+            trace_context=trace_context,
+            _payload_json=payload_json,
+            _tag_pairs=tag_pairs,
+        )
+        return new_job
 
     @property
     def tag_pairs(self) -> tuple[TagPair, ...]:
-        return normalize_tags(self.tags)
+        """The tags as stored ``(key, value)`` pairs (normalized once, when the job was built)."""
+        pairs: tuple[TagPair, ...] = self.__dict__["_tag_pairs"]
+        return pairs
 
     @property
     def payload_json(self) -> bytes:
