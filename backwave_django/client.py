@@ -11,7 +11,7 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 from asgiref.sync import sync_to_async
@@ -23,10 +23,9 @@ from .core.callables import P, R
 from .core.ids import job_id_for_key, uuid7
 from .core.outcomes import NewJob
 from .core.states import DependencyMode, EnqueueResult
-from .core.retry import require_backoff_list, require_max_attempts
-from .core.tags import Tag, TagPair, normalize_tags, tag_from_pair
-from .core.unique import Unique, UniqueKey, require_priority
-from .core.validation import require_str, require_timeout, require_trace_context, validate_queue_name
+from .core.tags import Tag
+from .core.unique import Unique, UniqueKey
+from .core.validation import require_trace_context, validate_queue_name
 from .database import jobs_database
 
 if TYPE_CHECKING:
@@ -34,6 +33,9 @@ if TYPE_CHECKING:
 
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
+#: The id and due time of :meth:`JobOptions.checked_job`'s job, which every prepared job replaces.
+_PLACEHOLDER_ID = uuid.UUID(int=0)
+_PLACEHOLDER_DUE = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +65,6 @@ class EnqueueReceipt:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckedOptions:
-    """One :class:`JobOptions`' values in the form a job stores them, each checked as ``NewJob``
-    checks it: what ``prepare()`` computes once per set of options instead of once per job."""
-
-    wire_name: str
-    queue: str
-    parents: tuple[uuid.UUID, ...]
-    mode: DependencyMode
-    #: The definition's tags and the options', normalized (``NewJob.tags``), and their pairs.
-    tags: tuple[Tag, ...]
-    tag_pairs: tuple[TagPair, ...]
-    max_attempts: int | None
-    backoff: tuple[float, ...] | None
-    timeout: float | None
-    priority: int
-
-
-@dataclass(frozen=True, slots=True)
 class PreparedJob:
     """A job ready to enqueue; its due time is fixed when it is enqueued (``run_after`` is relative)."""
 
@@ -99,9 +83,10 @@ class PreparedJob:
     unique: UniqueKey | None = None
     #: A trace context given with ``.using(trace_context=...)``; None: the caller's current span's.
     trace_context: str | None = None
-    #: Set by ``prepare()`` only: its checked options and the payload's stored JSON. A job built
-    #: any other way (or copied with ``dataclasses.replace``) has None and is checked in full.
-    checked: tuple[CheckedOptions, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    #: Set by ``prepare()`` only: its options as one checked ``NewJob`` (see
+    #: :meth:`JobOptions.checked_job`) and the payload's stored JSON. A job built any other way (or
+    #: copied with ``dataclasses.replace``) has None, and is checked in full when enqueued.
+    checked: tuple[NewJob, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def new_job(self, now: datetime, trace_context: str | None = None) -> NewJob:
         """The job to store, due by ``run_after`` from ``now``; ``trace_context`` is the enqueuing
@@ -114,22 +99,12 @@ class PreparedJob:
         else:
             due = run_after
         if self.checked is not None:
-            options, payload_json = self.checked
-            return NewJob.from_checked(
+            checked, payload_json = self.checked
+            return checked.for_another(
                 job_id=self.job_id,
-                wire_name=options.wire_name,
                 payload=self.payload,
                 payload_json=payload_json,
-                queue=options.queue,
                 due_time=due,
-                parents=options.parents,
-                mode=options.mode,
-                tags=options.tags,
-                tag_pairs=options.tag_pairs,
-                max_attempts=options.max_attempts,
-                backoff=options.backoff,
-                timeout=options.timeout,
-                priority=options.priority,
                 unique=self.unique,
                 trace_context=self.trace_context or trace_context,
             )
@@ -168,14 +143,14 @@ class JobOptions(Generic[P, R]):
     priority: int = 0
     unique: Unique | None = None
     trace_context: str | None = None
-    #: The options as checked by the first ``prepare()`` (see :meth:`checked_options`).
-    _checked: CheckedOptions | None = field(default=None, init=False, repr=False, compare=False)
+    #: The options as checked by the first ``prepare()`` (see :meth:`checked_job`).
+    _checked: NewJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """Encode the call and validate the options, without touching the database."""
         definition = self.definition
         payload, payload_json = definition.encode_stored(args, kwargs)
-        options = self._checked or self.checked_options()
+        checked = self._checked or self.checked_job()
         if self.job_id is None:
             job_id = uuid7()
         elif isinstance(self.job_id, str):
@@ -184,30 +159,29 @@ class JobOptions(Generic[P, R]):
             job_id = self.job_id
         else:
             raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
-        declared_attempts, declared_backoff, declared_timeout = definition.stored_policy()
         prepared = PreparedJob(
             definition=definition,
             job_id=job_id,
             payload=payload,
-            queue=options.queue,
+            queue=checked.queue,
             run_after=self.run_after,
-            parents=options.parents,
-            mode=options.mode,
+            parents=checked.parents,
+            mode=checked.mode,
             tags=self.tags,
-            max_attempts=declared_attempts if self.max_attempts is None else self.max_attempts,
-            backoff=declared_backoff if self.backoff is None else self.backoff,
-            timeout=declared_timeout if self.timeout is None else self.timeout,
-            priority=self.priority,
+            max_attempts=checked.max_attempts,
+            backoff=checked.backoff,
+            timeout=checked.timeout,
+            priority=checked.priority,
             unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
             trace_context=self.trace_context,
         )
-        object.__setattr__(prepared, "checked", (options, payload_json))
+        object.__setattr__(prepared, "checked", (checked, payload_json))
         return prepared
 
-    def checked_options(self) -> CheckedOptions:
-        """Check the options (as ``NewJob`` would check the values they give each job) and keep
-        the result: they are immutable, so every later ``prepare()`` reuses it. Raises for the
-        first bad option, every time until it is fixed."""
+    def checked_job(self) -> NewJob:
+        """Check the options and keep them, as the ``NewJob`` they give every job (its id,
+        payload and due time are placeholders): they are immutable, so every later ``prepare()``
+        reuses it. Raises for the first bad option, every time until it is fixed."""
         definition = self.definition
         if self.run_after is not None and not isinstance(self.run_after, timedelta | datetime):
             raise TypeError(f"run_after must be a timedelta or an aware datetime, got {self.run_after!r}")
@@ -217,31 +191,26 @@ class JobOptions(Generic[P, R]):
             )
         if self.job_id is not None and not isinstance(self.job_id, str | uuid.UUID):
             raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
-        mode = DependencyMode(self.mode)
         queue = validate_queue_name(self.queue or definition.queue)
-        tag_pairs = normalize_tags((*definition.tags, *self.tags))
         for index, parent in enumerate(self.parents):
             if not isinstance(parent, uuid.UUID):
                 raise TypeError(f"parents[{index}] must be a uuid.UUID, got {type(parent).__name__}")
-        # What NewJob checks besides: the policy, the priority, the wire name, the trace context.
         declared_attempts, declared_backoff, declared_timeout = definition.stored_policy()
-        max_attempts = declared_attempts if self.max_attempts is None else self.max_attempts
-        backoff = declared_backoff if self.backoff is None else self.backoff
-        timeout = declared_timeout if self.timeout is None else self.timeout
-        checked = CheckedOptions(
-            wire_name=require_str("wire_name", definition.wire_name),
+        checked = NewJob(  # checks everything else, as for any job
+            job_id=_PLACEHOLDER_ID,
+            wire_name=definition.wire_name,
+            payload=None,
             queue=queue,
-            parents=tuple(self.parents),
-            mode=mode,
-            tags=tuple(tag_from_pair(p) for p in tag_pairs),
-            tag_pairs=tag_pairs,
-            max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
-            backoff=None if backoff is None else tuple(require_backoff_list(backoff)),
-            timeout=None if timeout is None else require_timeout(timeout),
-            priority=require_priority(self.priority),
+            due_time=_PLACEHOLDER_DUE,
+            parents=self.parents,
+            mode=DependencyMode(self.mode),
+            tags=(*definition.tags, *self.tags),
+            max_attempts=declared_attempts if self.max_attempts is None else self.max_attempts,
+            backoff=declared_backoff if self.backoff is None else self.backoff,
+            timeout=declared_timeout if self.timeout is None else self.timeout,
+            priority=self.priority,
+            trace_context=self.trace_context,
         )
-        if self.trace_context is not None:
-            require_trace_context(self.trace_context)
         object.__setattr__(self, "_checked", checked)
         return checked
 

@@ -221,49 +221,34 @@ class NewJob:
         object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in pairs))
         object.__setattr__(self, "_tag_pairs", pairs)
 
-    @classmethod
-    def from_checked(
-        cls,
+    def for_another(
+        self,
         *,
         job_id: uuid.UUID,
-        wire_name: str,
         payload: Any,
         payload_json: bytes,
-        queue: str,
         due_time: datetime,
-        parents: tuple[uuid.UUID, ...],
-        mode: DependencyMode,
-        tags: tuple[Tag, ...],
-        tag_pairs: tuple[TagPair, ...],
-        max_attempts: int | None,
-        backoff: tuple[float, ...] | None,
-        timeout: float | None,
-        priority: int,
         unique: UniqueKey | None,
         trace_context: str | None,
     ) -> NewJob:
-        """A job built from values that already passed every check of ``__post_init__``, in the
-        form it stores them (``tags`` normalized, ``tag_pairs`` their pairs, ``payload_json`` the
-        payload's stored JSON): what ``prepare()`` hands to the store (client.py checks each set of
-        options once, and each payload once), without checking and encoding them again per job."""
-        new_job = object.__new__(cls)
-        new_job.__dict__.update(
-            job_id=job_id,
-            wire_name=wire_name,
-            payload=payload,
-            queue=queue,
-            due_time=due_time,
-            parents=parents,
-            mode=mode,
-            tags=tags,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            timeout=timeout,
-            priority=priority,
-            unique=unique,
-            trace_context=trace_context,
-            _payload_json=payload_json,
-            _tag_pairs=tag_pairs,
+        """Another job with this one's checked values (wire name, queue, parents, mode, tags,
+        policy, priority) and its own id, payload, due time, unique key and trace context, which
+        the caller has already checked as ``__post_init__`` would (``payload_json`` is the
+        payload's stored JSON). The client's ``prepare()`` builds one NewJob per set of options,
+        so every check runs here, once, and each job then costs a copy (see client.py)."""
+        new_job = object.__new__(NewJob)
+        object.__setattr__(
+            new_job,
+            "__dict__",
+            {
+                **self.__dict__,
+                "job_id": job_id,
+                "payload": payload,
+                "_payload_json": payload_json,
+                "due_time": due_time,
+                "unique": unique,
+                "trace_context": trace_context,
+            },
         )
         return new_job
 

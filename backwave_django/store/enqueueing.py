@@ -121,7 +121,7 @@ def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult |
         return EnqueueResult.PAYLOAD_TOO_LARGE
     if len(new_job.wire_name) > settings.max_wire_name_length:
         return EnqueueResult.WIRE_NAME_TOO_LONG
-    if len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
+    if new_job.parents and len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
         return EnqueueResult.TOO_MANY_PARENTS
     return None
 
@@ -491,9 +491,8 @@ def _enqueue_without_parents(
     accepted: list[NewJob] = []
     tags: list[dict[str, str]] = []
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
-        if result is not None or new_job.job_id in first:
+        if result is not None or first.setdefault(new_job.job_id, i) != i:
             continue
-        first[new_job.job_id] = i
         accepted.append(new_job)
         if new_job.tag_pairs:
             job_id = str(new_job.job_id)
@@ -525,14 +524,12 @@ def _enqueue_without_parents(
     else:
         params["shapes"], params["jobs"] = _documents(accepted, settings)
         statement = ENQUEUE
-    inserted = {job_id for job_id, _ in fetch_bound(using, statement, params)} if first else set()
+    # The positions of the jobs stored: the first of their id in the batch, and not already stored.
+    stored = {first[job_id] for job_id, _ in fetch_bound(using, statement, params)} if first else set()
+    ok, duplicate = EnqueueResult.OK, EnqueueResult.DUPLICATE
     return [
         Enqueued(
-            result
-            if result is not None
-            else EnqueueResult.OK
-            if first.get(new_job.job_id) == i and new_job.job_id in inserted
-            else EnqueueResult.DUPLICATE,
+            result if result is not None else ok if i in stored else duplicate,
             new_job.job_id,
         )
         for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))
