@@ -236,7 +236,7 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     receipts: list[EnqueueReceipt] = []
     trace_context = tracing.current_traceparent() if tracing.ENABLED else None
     if trace_context is not None and any(item.trace_context is None for item in jobs):
-        require_trace_context(trace_context)  # once, not per job (NewJob.from_checked does not)
+        require_trace_context(trace_context)  # once, not per job (NewJob.for_another does not check it)
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
         now = clock.now()
         batch = [item.new_job(now, trace_context) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
