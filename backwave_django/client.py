@@ -86,7 +86,7 @@ class PreparedJob:
     #: Set by ``prepare()`` only: its options as one checked ``NewJob`` (see
     #: :meth:`JobOptions.checked_job`) and the payload's stored JSON. A job built any other way (or
     #: copied with ``dataclasses.replace``) has None, and is checked in full when enqueued.
-    checked: tuple[NewJob, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _checked: tuple[NewJob, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def new_job(self, now: datetime, trace_context: str | None = None) -> NewJob:
         """The job to store, due by ``run_after`` from ``now``; ``trace_context`` is the enqueuing
@@ -98,8 +98,8 @@ class PreparedJob:
             due = now + run_after
         else:
             due = run_after
-        if self.checked is not None:
-            checked, payload_json = self.checked
+        if self._checked is not None:
+            checked, payload_json = self._checked
             return checked.for_another(
                 job_id=self.job_id,
                 payload=self.payload,
@@ -175,7 +175,7 @@ class JobOptions(Generic[P, R]):
             unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
             trace_context=self.trace_context,
         )
-        object.__setattr__(prepared, "checked", (checked, payload_json))
+        object.__setattr__(prepared, "_checked", (checked, payload_json))
         return prepared
 
     def checked_job(self) -> NewJob:

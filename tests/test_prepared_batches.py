@@ -21,10 +21,12 @@ COLUMNS = ("wire_name", "queue", "payload", "state", "mode", "max_attempts", "ba
 MORE_COLUMNS = ("priority", "trace_context", "parents_remaining", "unique_key")
 
 
-def _mixed_batch() -> list[PreparedJob]:
-    """Jobs of several definitions and options in one batch, one set of options used twice."""
+def _mixed_batch(with_child: bool) -> list[PreparedJob]:
+    """Jobs of several definitions and options in one batch, one set of options used twice; with
+    a child of a job of the batch (which takes the portable path on PostgreSQL too) or without."""
     shared = jobs.echo.using(priority=-3, tags=[("tenant", "x")], queue="eu")
     parent = jobs.echo.prepare("parent")
+    child = jobs.echo.using(parents=[parent.job_id], mode=DependencyMode.ON_ANY_TERMINAL).prepare("child")
     return [
         jobs.echo.prepare("a"),
         jobs.tagger.using(
@@ -43,8 +45,8 @@ def _mixed_batch() -> list[PreparedJob]:
         shared.prepare("c", nested={"deep": [1, 2.5, None, "é"]}),
         jobs.echo.using(run_after=datetime(2030, 1, 1, tzinfo=UTC)).prepare(),
         parent,
-        jobs.echo.using(parents=[parent.job_id], mode=DependencyMode.ON_ANY_TERMINAL).prepare("child"),
         jobs.echo.prepare("a"),
+        *([child] if with_child else []),
     ]
 
 
@@ -58,9 +60,10 @@ def _row(job_id: uuid.UUID) -> tuple[Any, ...]:
     )
 
 
-def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would() -> None:
-    prepared = _mixed_batch()
-    assert all(p.checked is not None for p in prepared)
+@pytest.mark.parametrize("with_child", [False, True])
+def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would(with_child: bool) -> None:
+    prepared = _mixed_batch(with_child)
+    assert all(p._checked is not None for p in prepared)
     receipts = enqueue_many(prepared)
     assert [r.enqueue_result for r in receipts] == [EnqueueResult.OK] * len(prepared)
     # The same jobs copied (so not from prepare(): checked and encoded again in full), new ids.
@@ -71,7 +74,7 @@ def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would
         )
         for p in prepared
     ]
-    assert all(c.checked is None for c in copies)
+    assert all(c._checked is None for c in copies)
     enqueue_many(copies)
     for original, copy in zip(prepared, copies, strict=True):
         row, copied = _row(original.job_id), _row(copy.job_id)
@@ -94,9 +97,13 @@ def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would
     assert [(r[0][8], r[2]) for r in shared] == [(-3, [("tenant", "x")])] * 2
     assert _row(prepared[4].job_id)[0][1] == "slow"
     assert JobRecord.objects.get(job_id=prepared[6].job_id).due_time == datetime(2030, 1, 1, tzinfo=UTC)
-    child = JobRecord.objects.get(job_id=prepared[8].job_id)
-    assert (child.mode, child.parents_remaining) == (DependencyMode.ON_ANY_TERMINAL, 1)
-    assert prepared[0].job_id != prepared[9].job_id
+    assert prepared[0].job_id != prepared[8].job_id
+    sequences = dict(JobRecord.objects.values_list("job_id", "sequence"))
+    in_input_order = [sequences[p.job_id] for p in prepared]
+    assert in_input_order == sorted(in_input_order)
+    if with_child:
+        child = JobRecord.objects.get(job_id=prepared[9].job_id)
+        assert (child.mode, child.parents_remaining) == (DependencyMode.ON_ANY_TERMINAL, 1)
 
 
 def test_a_prepared_job_is_stored_as_the_same_job_built_in_full() -> None:
@@ -142,8 +149,8 @@ def test_options_built_without_using_are_checked_by_every_prepare_until_fixed() 
 
 def test_a_payload_is_encoded_once_and_an_argument_that_changes_is_named() -> None:
     prepared = jobs.echo.prepare("ünï", 2.5, flag=True)
-    assert prepared.checked is not None
-    assert prepared.checked[1] == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
+    assert prepared._checked is not None
+    assert prepared._checked[1] == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
     with pytest.raises(TypeError, match=r"argument 'when' of job 'test\.echo' does not survive"):
         jobs.echo.prepare("ok", when={"a": (1,)})
     with pytest.raises(TypeError, match=r"argument 'args\[1\]' of job 'test\.echo' is not JSON"):

@@ -398,8 +398,9 @@ _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, atte
 #: share (wire name, queue, due time, policy, …), and ``jobs``, one ``[job_id, shape number,
 #: payload]`` per job. Both are encoded in C on the client and parsed once on the server, far
 #: cheaper than ten parameter arrays dumped value by value; the shared columns are encoded and
-#: cast once per shape, not once per job. Rows are inserted in input order, so of two equal ids the
-#: first is the one stored.
+#: cast once per shape, not once per job. Of two equal ids only the first is sent (the other is a
+#: DUPLICATE); rows are inserted in the batch's order, so their sequences (the claim order of jobs
+#: due at the same time) follow it.
 ENQUEUE = f"""
 WITH shapes AS MATERIALIZED (
     SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
