@@ -565,7 +565,7 @@ class Session(threading.Thread):
         return self
 
 
-def wait_until_blocked(session: Session, timeout: float = 10.0) -> None:
+def wait_until_blocked(session: Session, timeout: float = 30.0) -> None:
     """Wait until ``session``'s backend is waiting on a lock."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
