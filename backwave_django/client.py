@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 from asgiref.sync import sync_to_async
@@ -23,9 +23,9 @@ from .core.callables import P, R
 from .core.ids import job_id_for_key, uuid7
 from .core.outcomes import NewJob
 from .core.states import DependencyMode, EnqueueResult
-from .core.tags import Tag, normalize_tags
+from .core.tags import Tag
 from .core.unique import Unique, UniqueKey
-from .core.validation import validate_queue_name
+from .core.validation import require_trace_context, validate_queue_name
 from .database import jobs_database
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
+#: The id and due time of :meth:`JobOptions.checked_job`'s job, which every prepared job replaces.
+_PLACEHOLDER_ID = uuid.UUID(int=0)
+_PLACEHOLDER_DUE = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,10 @@ class PreparedJob:
     unique: UniqueKey | None = None
     #: A trace context given with ``.using(trace_context=...)``; None: the caller's current span's.
     trace_context: str | None = None
+    #: Set by ``prepare()`` only: its options as one checked ``NewJob`` (see
+    #: :meth:`JobOptions.checked_job`) and the payload's stored JSON. A job built any other way (or
+    #: copied with ``dataclasses.replace``) has None, and is checked in full when enqueued.
+    _checked: tuple[NewJob, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def new_job(self, now: datetime, trace_context: str | None = None) -> NewJob:
         """The job to store, due by ``run_after`` from ``now``; ``trace_context`` is the enqueuing
@@ -91,6 +98,16 @@ class PreparedJob:
             due = now + run_after
         else:
             due = run_after
+        if self._checked is not None:
+            checked, payload_json = self._checked
+            return checked.for_another(
+                job_id=self.job_id,
+                payload=self.payload,
+                payload_json=payload_json,
+                due_time=due,
+                unique=self.unique,
+                trace_context=self.trace_context or trace_context,
+            )
         return NewJob(
             job_id=self.job_id,
             wire_name=self.definition.wire_name,
@@ -126,49 +143,76 @@ class JobOptions(Generic[P, R]):
     priority: int = 0
     unique: Unique | None = None
     trace_context: str | None = None
+    #: The options as checked by the first ``prepare()`` (see :meth:`checked_job`).
+    _checked: NewJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """Encode the call and validate the options, without touching the database."""
         definition = self.definition
-        payload = definition.encode(args, kwargs)
+        payload, payload_json = definition.encode_stored(args, kwargs)
+        checked = self._checked or self.checked_job()
+        if self.job_id is None:
+            job_id = uuid7()
+        elif isinstance(self.job_id, str):
+            job_id = job_id_for_key(definition.wire_name, self.job_id)
+        elif isinstance(self.job_id, uuid.UUID):
+            job_id = self.job_id
+        else:
+            raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
+        prepared = PreparedJob(
+            definition=definition,
+            job_id=job_id,
+            payload=payload,
+            queue=checked.queue,
+            run_after=self.run_after,
+            parents=checked.parents,
+            mode=checked.mode,
+            tags=self.tags,
+            max_attempts=checked.max_attempts,
+            backoff=checked.backoff,
+            timeout=checked.timeout,
+            priority=checked.priority,
+            unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
+            trace_context=self.trace_context,
+        )
+        object.__setattr__(prepared, "_checked", (checked, payload_json))
+        return prepared
+
+    def checked_job(self) -> NewJob:
+        """Check the options and keep them, as the ``NewJob`` they give every job (its id,
+        payload and due time are placeholders): they are immutable, so every later ``prepare()``
+        reuses it. Raises for the first bad option, every time until it is fixed."""
+        definition = self.definition
         if self.run_after is not None and not isinstance(self.run_after, timedelta | datetime):
             raise TypeError(f"run_after must be a timedelta or an aware datetime, got {self.run_after!r}")
         if isinstance(self.run_after, datetime) and timezone.is_naive(self.run_after):
             raise ValueError(
                 f"run_after must be timezone-aware, got the naive datetime {self.run_after.isoformat()}"
             )
-        if isinstance(self.job_id, str):
-            job_id = job_id_for_key(definition.wire_name, self.job_id)
-        elif self.job_id is None:
-            job_id = uuid7()
-        elif isinstance(self.job_id, uuid.UUID):
-            job_id = self.job_id
-        else:
+        if self.job_id is not None and not isinstance(self.job_id, str | uuid.UUID):
             raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
+        queue = validate_queue_name(self.queue or definition.queue)
+        for index, parent in enumerate(self.parents):
+            if not isinstance(parent, uuid.UUID):
+                raise TypeError(f"parents[{index}] must be a uuid.UUID, got {type(parent).__name__}")
         declared_attempts, declared_backoff, declared_timeout = definition.stored_policy()
-        prepared = PreparedJob(
-            definition=definition,
-            job_id=job_id,
-            payload=payload,
-            queue=self.queue or definition.queue,
-            run_after=self.run_after,
+        checked = NewJob(  # checks everything else, as for any job
+            job_id=_PLACEHOLDER_ID,
+            wire_name=definition.wire_name,
+            payload=None,
+            queue=queue,
+            due_time=_PLACEHOLDER_DUE,
             parents=self.parents,
             mode=DependencyMode(self.mode),
-            tags=self.tags,
+            tags=(*definition.tags, *self.tags),
             max_attempts=declared_attempts if self.max_attempts is None else self.max_attempts,
             backoff=declared_backoff if self.backoff is None else self.backoff,
             timeout=declared_timeout if self.timeout is None else self.timeout,
             priority=self.priority,
-            unique=None if self.unique is None else definition.unique_key(self.unique, args, kwargs),
             trace_context=self.trace_context,
         )
-        # Validate the options now (not at enqueue), without encoding the payload twice.
-        validate_queue_name(prepared.queue)
-        normalize_tags((*definition.tags, *prepared.tags))
-        for index, parent in enumerate(prepared.parents):
-            if not isinstance(parent, uuid.UUID):
-                raise TypeError(f"parents[{index}] must be a uuid.UUID, got {type(parent).__name__}")
-        return prepared
+        object.__setattr__(self, "_checked", checked)
+        return checked
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store the job; raises ``EnqueueError`` for anything but ``OK`` and ``DUPLICATE``."""
@@ -191,6 +235,8 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
             raise TypeError(f"enqueue_many takes prepared jobs (job.prepare(...)); item {index} is {item!r}")
     receipts: list[EnqueueReceipt] = []
     trace_context = tracing.current_traceparent() if tracing.ENABLED else None
+    if trace_context is not None and any(item.trace_context is None for item in jobs):
+        require_trace_context(trace_context)  # once, not per job (NewJob.for_another does not check it)
     for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
         now = clock.now()
         batch = [item.new_job(now, trace_context) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]

@@ -191,17 +191,27 @@ class JobDefinition(Generic[P, R]):
             return True
         return self.retry_on is not None and not isinstance(exc, self.retry_on)
 
+    @property
+    def _defaults(self) -> JobOptions[P, R]:
+        """``using()`` without options, built once: it is immutable, and it keeps what its
+        ``prepare()`` checked (see ``client.JobOptions``)."""
+        cached: JobOptions[P, R] | None = self.__dict__.get("_defaults_cached")
+        if cached is None:
+            cached = self.using()
+            object.__setattr__(self, "_defaults_cached", cached)
+        return cached
+
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store a job that calls this function with these arguments; see ``client.py``."""
-        return self.using().enqueue(*args, **kwargs)
+        return self._defaults.enqueue(*args, **kwargs)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """:meth:`enqueue` for ``async def`` code (an async view): see ``client.aenqueue_many``."""
-        return await self.using().aenqueue(*args, **kwargs)
+        return await self._defaults.aenqueue(*args, **kwargs)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
         """A job ready for :func:`backwave_django.enqueue_many`."""
-        return self.using().prepare(*args, **kwargs)
+        return self._defaults.prepare(*args, **kwargs)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the handler inline (tests, shells); an ``async def`` handler is awaited to completion."""
@@ -221,12 +231,45 @@ class JobDefinition(Generic[P, R]):
 
     def encode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The stored payload for a call, refusing arguments that do not bind or do not survive JSON."""
+        return self.encode_stored(args, kwargs)[0]
+
+    def encode_stored(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """:meth:`encode`, with the payload's stored JSON: the payload is encoded once, and that
+        encoding, read back, is the round-trip check (an argument that fails it is then named)."""
+        if not args and not kwargs and self._binds_nothing:
+            return {"args": [], "kwargs": {}}, _EMPTY_PAYLOAD_JSON
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.wire_name}: {exc}") from None
+        payload = {"args": list(args), "kwargs": dict(kwargs)}
+        try:
+            encoded = json_bytes(payload)
+            survives = _same_json(json.loads(encoded), payload)
+        except (TypeError, ValueError):
+            survives = False
+        if not survives:
+            self._require_round_trips(bound.arguments)
+            raise TypeError(f"the arguments of job {self.wire_name!r} do not survive a JSON round trip")
+        return payload, encoded
+
+    @property
+    def _binds_nothing(self) -> bool:
+        """Whether a call without arguments binds (every parameter optional); computed once."""
+        cached: bool | None = self.__dict__.get("_binds_nothing_cached")
+        if cached is None:
+            try:
+                self.signature.bind()
+                cached = True
+            except TypeError:
+                cached = False
+            object.__setattr__(self, "_binds_nothing_cached", cached)
+        return cached
+
+    def _require_round_trips(self, arguments: dict[str, Any]) -> None:
+        """Raise naming the first bound argument that is not JSON or does not survive a round trip."""
         parameters = self.signature.parameters
-        for name, value in bound.arguments.items():
+        for name, value in arguments.items():
             kind = parameters[name].kind
             if kind is inspect.Parameter.VAR_POSITIONAL:
                 for index, item in enumerate(value):
@@ -236,7 +279,6 @@ class JobDefinition(Generic[P, R]):
                     _require_round_trip(self.wire_name, key, item)
             else:
                 _require_round_trip(self.wire_name, name, value)
-        return {"args": list(args), "kwargs": dict(kwargs)}
 
     def decode(self, payload: Any) -> tuple[list[Any], dict[str, Any]]:
         """Arguments from a stored payload; ``PayloadError`` when it no longer fits the handler."""
@@ -254,6 +296,10 @@ class JobDefinition(Generic[P, R]):
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+#: The stored JSON of a call without arguments.
+_EMPTY_PAYLOAD_JSON = json_bytes({"args": [], "kwargs": {}})
 
 
 def _preview(value: Any) -> str:

@@ -16,10 +16,14 @@ def uuid7() -> uuid.UUID:
     Time-ordered ids keep the job table's unique index append-mostly.
     """
     millis = time.time_ns() // 1_000_000
-    value = (millis & 0xFFFF_FFFF_FFFF) << 80 | int.from_bytes(os.urandom(10), "big")
-    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
-    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
-    return uuid.UUID(int=value)
+    random = int.from_bytes(os.urandom(10), "big") & _RANDOM_BITS
+    return uuid.UUID(int=(millis & 0xFFFF_FFFF_FFFF) << 80 | random | _VERSION_AND_VARIANT)
+
+
+#: Of the 80 bits after the milliseconds, the ones that stay random (not version nor variant).
+_RANDOM_BITS = ((1 << 80) - 1) & ~(0xF << 76) & ~(0x3 << 62)
+#: Version 7 and the RFC 4122 variant.
+_VERSION_AND_VARIANT = 0x7 << 76 | 0x2 << 62
 
 
 def job_id_for_key(wire_name: str, key: str) -> uuid.UUID:

@@ -217,11 +217,46 @@ class NewJob:
                 object.__setattr__(self, "mode", DependencyMode(self.mode))
             except ValueError:
                 raise ValueError(f"mode must be a DependencyMode, got {self.mode!r}") from None
-        object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in normalize_tags(self.tags)))
+        pairs = normalize_tags(self.tags)
+        object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in pairs))
+        object.__setattr__(self, "_tag_pairs", pairs)
+
+    def for_another(
+        self,
+        *,
+        job_id: uuid.UUID,
+        payload: Any,
+        payload_json: bytes,
+        due_time: datetime,
+        unique: UniqueKey | None,
+        trace_context: str | None,
+    ) -> NewJob:
+        """Another job with this one's checked values (wire name, queue, parents, mode, tags,
+        policy, priority) and its own id, payload, due time, unique key and trace context, which
+        the caller has already checked as ``__post_init__`` would (``payload_json`` is the
+        payload's stored JSON). The client's ``prepare()`` builds one NewJob per set of options,
+        so every check runs here, once, and each job then costs a copy (see client.py)."""
+        new_job = object.__new__(NewJob)
+        object.__setattr__(
+            new_job,
+            "__dict__",
+            {
+                **self.__dict__,
+                "job_id": job_id,
+                "payload": payload,
+                "_payload_json": payload_json,
+                "due_time": due_time,
+                "unique": unique,
+                "trace_context": trace_context,
+            },
+        )
+        return new_job
 
     @property
     def tag_pairs(self) -> tuple[TagPair, ...]:
-        return normalize_tags(self.tags)
+        """The tags as stored ``(key, value)`` pairs (normalized once, when the job was built)."""
+        pairs: tuple[TagPair, ...] = self.__dict__["_tag_pairs"]
+        return pairs
 
     @property
     def payload_json(self) -> bytes:

@@ -121,7 +121,7 @@ def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult |
         return EnqueueResult.PAYLOAD_TOO_LARGE
     if len(new_job.wire_name) > settings.max_wire_name_length:
         return EnqueueResult.WIRE_NAME_TOO_LONG
-    if len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
+    if new_job.parents and len(dict.fromkeys(new_job.parents)) > settings.max_parents_per_job:
         return EnqueueResult.TOO_MANY_PARENTS
     return None
 
@@ -393,18 +393,28 @@ _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, atte
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
                         priority, trace_context"""
 
-#: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as one
-#: JSON document, an array with one array per job (:func:`_job_row`): encoded in C on the client
-#: and parsed once on the server, far cheaper than ten parameter arrays dumped value by value.
-#: Rows are inserted in input order, so of two equal ids the first is the one stored.
+#: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as two
+#: JSON documents (:func:`_documents`): ``shapes``, one array per distinct set of the columns jobs
+#: share (wire name, queue, due time, policy, …), and ``jobs``, one ``[job_id, shape number,
+#: payload]`` per job. Both are encoded in C on the client and parsed once on the server, far
+#: cheaper than ten parameter arrays dumped value by value; the shared columns are encoded and
+#: cast once per shape, not once per job. Of two equal ids only the first is sent (the other is a
+#: DUPLICATE); rows are inserted in the batch's order, so their sequences (the claim order of jobs
+#: due at the same time) follow it.
 ENQUEUE = f"""
-WITH inserted AS (
+WITH shapes AS MATERIALIZED (
+    SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
+           (s.shape->>2)::timestamptz AS due_time, (s.shape->>3)::smallint AS mode,
+           (s.shape->>4)::int AS max_attempts, nullif(s.shape->5, 'null'::jsonb) AS backoff,
+           (s.shape->>6)::float8 AS timeout, (s.shape->>7)::smallint AS priority,
+           s.shape->>8 AS trace_context
+    FROM jsonb_array_elements(%(shapes)s::jsonb) WITH ORDINALITY AS s (shape, number)
+), inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
-    SELECT (n.job->>0)::uuid, n.job->>1, n.job->>2, n.job->10, (n.job->>3)::timestamptz,
-           (n.job->>4)::smallint, {SCHEDULED}, 0, false, 0, %(now)s, 1,
-           (n.job->>5)::int, nullif(n.job->6, 'null'::jsonb), (n.job->>7)::float8, (n.job->>8)::smallint,
-           n.job->>9
+    SELECT (n.job->>0)::uuid, s.wire_name, s.queue, n.job->2, s.due_time, s.mode, {SCHEDULED}, 0,
+           false, 0, %(now)s, 1, s.max_attempts, s.backoff, s.timeout, s.priority, s.trace_context
     FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
+    JOIN shapes AS s ON s.number = (n.job->>1)::bigint
     ORDER BY n.position
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
@@ -423,29 +433,49 @@ WITH inserted AS (
 ){_AFTER_INSERT}"""
 
 
-#: The encoder of :func:`_job_row` (one for every call: ``json.dumps`` with options builds one each time).
+#: The encoder of :func:`_documents` (one for every call: ``json.dumps`` with options builds one each time).
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-def _job_row(new_job: NewJob, policy: dict[str, Any]) -> str:
-    """One job of :data:`ENQUEUE`'s document: ``[job_id, wire_name, queue, due_time, mode,
-    max_attempts, backoff, timeout, priority, trace_context, payload]``, the payload's stored JSON
-    spliced in as it is (it was encoded once, when the job was built)."""
-    head = _ROW_ENCODER.encode(
-        [
-            str(new_job.job_id),
+def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str, str]:
+    """:data:`ENQUEUE`'s two documents. A shape is ``[wire_name, queue, due_time, mode,
+    max_attempts, backoff, timeout, priority, trace_context]`` with the policy as stored
+    (:func:`stored_policy`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
+    stored JSON spliced in as it is (it was encoded once, when the job was built)."""
+    numbers: dict[tuple[Any, ...], int] = {}
+    shapes: list[list[Any]] = []
+    parts: list[str] = []
+    for new_job in accepted:
+        key = (
             new_job.wire_name,
             new_job.queue,
-            new_job.due_time.isoformat(),
-            int(new_job.mode),
-            policy["max_attempts"],
-            policy["backoff"],
-            policy["timeout"],
+            new_job.due_time,
+            new_job.mode,
+            new_job.max_attempts,
+            new_job.backoff,
+            new_job.timeout,
             new_job.priority,
             new_job.trace_context,
-        ]
-    )
-    return f"{head[:-1]},{new_job.payload_json.decode()}]"
+        )
+        number = numbers.get(key)
+        if number is None:
+            policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
+            shapes.append(
+                [
+                    new_job.wire_name,
+                    new_job.queue,
+                    new_job.due_time.isoformat(),
+                    int(new_job.mode),
+                    policy["max_attempts"],
+                    policy["backoff"],
+                    policy["timeout"],
+                    new_job.priority,
+                    new_job.trace_context,
+                ]
+            )
+            number = numbers[key] = len(shapes)
+        parts.append(f'["{new_job.job_id}",{number},{new_job.payload_json.decode()}]')
+    return _ROW_ENCODER.encode(shapes), f"[{','.join(parts)}]"
 
 
 def _enqueue_without_parents(
@@ -459,18 +489,15 @@ def _enqueue_without_parents(
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
     first: dict[uuid.UUID, int] = {}
-    accepted: list[tuple[NewJob, dict[str, Any]]] = []
+    accepted: list[NewJob] = []
     tags: list[dict[str, str]] = []
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
-        if result is not None or new_job.job_id in first:
+        if result is not None or first.setdefault(new_job.job_id, i) != i:
             continue
-        first[new_job.job_id] = i
-        accepted.append(
-            (new_job, stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings))
-        )
-        tags.extend(
-            {"job_id": str(new_job.job_id), "key": key, "value": value} for key, value in new_job.tag_pairs
-        )
+        accepted.append(new_job)
+        if new_job.tag_pairs:
+            job_id = str(new_job.job_id)
+            tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in new_job.tag_pairs)
     params: dict[str, Any] = {
         "tags": json.dumps(tags) if tags else "[]",
         "now": now,
@@ -479,7 +506,8 @@ def _enqueue_without_parents(
         "channel": HINT_CHANNEL,
     }
     if len(accepted) == 1:  # one job: plain values instead of a document of one row
-        new_job, policy = accepted[0]
+        new_job = accepted[0]
+        policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
         params.update(
             job_id=new_job.job_id,
             wire_name=new_job.wire_name,
@@ -495,16 +523,14 @@ def _enqueue_without_parents(
         )
         statement = ENQUEUE_ONE
     else:
-        params["jobs"] = f"[{','.join(_job_row(new_job, policy) for new_job, policy in accepted)}]"
+        params["shapes"], params["jobs"] = _documents(accepted, settings)
         statement = ENQUEUE
-    inserted = {job_id for job_id, _ in fetch_bound(using, statement, params)} if first else set()
+    # The positions of the jobs stored: the first of their id in the batch, and not already stored.
+    stored = {first[job_id] for job_id, _ in fetch_bound(using, statement, params)} if first else set()
+    ok, duplicate = EnqueueResult.OK, EnqueueResult.DUPLICATE
     return [
         Enqueued(
-            result
-            if result is not None
-            else EnqueueResult.OK
-            if first.get(new_job.job_id) == i and new_job.job_id in inserted
-            else EnqueueResult.DUPLICATE,
+            result if result is not None else ok if i in stored else duplicate,
             new_job.job_id,
         )
         for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))

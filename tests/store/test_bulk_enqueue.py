@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from backwave_django import EnqueueResult, store
+from backwave_django import DependencyMode, EnqueueResult, store
 from backwave_django.core.outcomes import NewJob
 from backwave_django.models import JobRecord, JobTag, JobTransition
 from backwave_django.store import enqueueing
@@ -114,3 +114,55 @@ def test_a_batch_without_parents_is_one_statement() -> None:
     assert JobRecord.objects.count() == 500
     assert JobTransition.objects.count() == 500
     assert JobTag.objects.count() == 500
+
+
+def _one_column_apart(ids: list[uuid.UUID]) -> list[NewJob]:
+    """Jobs that share every column but one with the first (the statement sends each distinct set
+    of the shared columns once and points the jobs at it), and one that shares them all."""
+    base: dict[str, Any] = {"wire_name": "w", "payload": {"n": 1}, "queue": "q", "due_time": T0}
+    changes: list[dict[str, Any]] = [
+        {},
+        {"wire_name": "w2"},
+        {"queue": "q2"},
+        {"due_time": T0 + timedelta(microseconds=1)},
+        {"mode": DependencyMode.ON_ANY_TERMINAL},
+        {"max_attempts": 2},
+        {"backoff": (1,)},
+        {"timeout": 1.5},
+        {"priority": 1},
+        {"trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+        {"payload": {"n": 2}},
+        {},
+    ]
+    return [NewJob(job_id=job_id, **{**base, **change}) for job_id, change in zip(ids, changes, strict=True)]
+
+
+def test_jobs_sharing_all_columns_but_one_each_keep_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_ids = [uuid.uuid4() for _ in range(12)]
+    assert store.enqueue_many(_one_column_apart(fast_ids), now=T0) == [EnqueueResult.OK] * 12
+    stored = _stored(fast_ids)
+    first = stored[0]
+    assert first is not None
+    for row, differs in zip(stored[1:-1], COLUMNS_APART, strict=True):
+        assert row is not None
+        assert {c for c in COLUMNS if row[0][c] != first[0][c]} == {differs}
+    assert stored[-1] == first
+    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    orm_ids = [uuid.uuid4() for _ in range(12)]
+    store.enqueue_many(_one_column_apart(orm_ids), now=T0)
+    assert _stored(orm_ids) == stored
+
+
+#: The column each job of :func:`_one_column_apart` after the first changes.
+COLUMNS_APART = (
+    "wire_name",
+    "queue",
+    "due_time",
+    "mode",
+    "max_attempts",
+    "backoff",
+    "timeout",
+    "priority",
+    "trace_context",
+    "payload",
+)

@@ -1,0 +1,159 @@
+"""What ``prepare()`` checks once and ``enqueue_many`` reuses (client.py): each set of options is
+checked once, as one ``NewJob``, and each payload encoded once; every job still gets its own
+values, and a prepared job that did not come from ``prepare()`` is checked in full."""
+
+import dataclasses
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from backwave_django import DependencyMode, EnqueueResult, enqueue_many
+from backwave_django.client import JobOptions, PreparedJob
+from backwave_django.models import JobRecord, JobTag
+from tests.jobsapp import jobs
+
+pytestmark = pytest.mark.django_db
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+COLUMNS = ("wire_name", "queue", "payload", "state", "mode", "max_attempts", "backoff", "timeout")
+MORE_COLUMNS = ("priority", "trace_context", "parents_remaining", "unique_key")
+
+
+def _mixed_batch(with_child: bool) -> list[PreparedJob]:
+    """Jobs of several definitions and options in one batch, one set of options used twice; with
+    a child of a job of the batch (which takes the portable path on PostgreSQL too) or without."""
+    shared = jobs.echo.using(priority=-3, tags=[("tenant", "x")], queue="eu")
+    parent = jobs.echo.prepare("parent")
+    child = jobs.echo.using(parents=[parent.job_id], mode=DependencyMode.ON_ANY_TERMINAL).prepare("child")
+    return [
+        jobs.echo.prepare("a"),
+        jobs.tagger.using(
+            queue="eu",
+            priority=7,
+            tags=["vip", "vip"],
+            max_attempts=4,
+            backoff=[1, timedelta(seconds=2)],
+            timeout=timedelta(seconds=3),
+            run_after=timedelta(minutes=5),
+            trace_context=TRACE,
+        ).prepare(),
+        jobs.always_fails.prepare(),  # the definition's own max_attempts and backoff
+        shared.prepare("b", k=1),
+        jobs.sleep.prepare(0.5),  # the definition's queue
+        shared.prepare("c", nested={"deep": [1, 2.5, None, "é"]}),
+        jobs.echo.using(run_after=datetime(2030, 1, 1, tzinfo=UTC)).prepare(),
+        parent,
+        jobs.echo.prepare("a"),
+        *([child] if with_child else []),
+    ]
+
+
+def _row(job_id: uuid.UUID) -> tuple[Any, ...]:
+    record = JobRecord.objects.get(job_id=job_id)
+    tags = sorted(JobTag.objects.filter(job=record).values_list("key", "value"))
+    return (
+        tuple(getattr(record, c) for c in COLUMNS + MORE_COLUMNS),
+        record.due_time - record.enqueued_at,
+        tags,
+    )
+
+
+@pytest.mark.parametrize("with_child", [False, True])
+def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would(with_child: bool) -> None:
+    prepared = _mixed_batch(with_child)
+    assert all(p._checked is not None for p in prepared)
+    receipts = enqueue_many(prepared)
+    assert [r.enqueue_result for r in receipts] == [EnqueueResult.OK] * len(prepared)
+    # The same jobs copied (so not from prepare(): checked and encoded again in full), new ids.
+    new_ids = {p.job_id: uuid.uuid4() for p in prepared}
+    copies = [
+        dataclasses.replace(
+            p, job_id=new_ids[p.job_id], parents=tuple(new_ids[parent] for parent in p.parents)
+        )
+        for p in prepared
+    ]
+    assert all(c._checked is None for c in copies)
+    enqueue_many(copies)
+    for original, copy in zip(prepared, copies, strict=True):
+        row, copied = _row(original.job_id), _row(copy.job_id)
+        if isinstance(original.run_after, datetime):  # a fixed due time, enqueued a little later
+            row, copied = (row[0], row[2]), (copied[0], copied[2])
+        assert row == copied
+
+    values, delay, tags = _row(prepared[1].job_id)
+    assert values == (
+        "test.tagger", "eu", {"args": [], "kwargs": {}}, 0, 0, 4, [1.0, 2.0], 3.0, 7, TRACE, 0, None
+    )  # fmt: skip
+    assert delay == timedelta(minutes=5)
+    assert tags == [("", "from-definition"), ("", "vip")]
+    assert _row(prepared[2].job_id)[0][5:7] == (2, [0.0])
+    shared = [_row(prepared[3].job_id), _row(prepared[5].job_id)]
+    assert [r[0][:3] for r in shared] == [
+        ("test.echo", "eu", {"args": ["b"], "kwargs": {"k": 1}}),
+        ("test.echo", "eu", {"args": ["c"], "kwargs": {"nested": {"deep": [1, 2.5, None, "é"]}}}),
+    ]
+    assert [(r[0][8], r[2]) for r in shared] == [(-3, [("tenant", "x")])] * 2
+    assert _row(prepared[4].job_id)[0][1] == "slow"
+    assert JobRecord.objects.get(job_id=prepared[6].job_id).due_time == datetime(2030, 1, 1, tzinfo=UTC)
+    assert prepared[0].job_id != prepared[8].job_id
+    sequences = dict(JobRecord.objects.values_list("job_id", "sequence"))
+    in_input_order = [sequences[p.job_id] for p in prepared]
+    assert in_input_order == sorted(in_input_order)
+    if with_child:
+        child = JobRecord.objects.get(job_id=prepared[9].job_id)
+        assert (child.mode, child.parents_remaining) == (DependencyMode.ON_ANY_TERMINAL, 1)
+
+
+def test_a_prepared_job_is_stored_as_the_same_job_built_in_full() -> None:
+    prepared = jobs.tagger.using(tags=[("k", "v"), "vip"], backoff=[1], priority=3).prepare()
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    fast, full = prepared.new_job(now, TRACE), dataclasses.replace(prepared).new_job(now, TRACE)
+    assert fast == full
+    assert (fast.payload_json, fast.tag_pairs) == (full.payload_json, full.tag_pairs)
+    assert fast.tag_pairs == (("", "from-definition"), ("k", "v"), ("", "vip"))
+
+
+def test_a_copied_prepared_job_is_checked_again_when_enqueued() -> None:
+    good = jobs.echo.prepare("ok")
+    with pytest.raises(ValueError, match="priority must be from -100 to 100"):
+        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), priority=500)])
+    with pytest.raises(ValueError, match="queue must be non-empty"):
+        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), queue="")])
+    with pytest.raises(TypeError, match="payload must be JSON-serializable"):
+        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), payload={"x": {1, 2}})])
+    assert not JobRecord.objects.exists()
+
+
+def test_options_built_without_using_are_checked_by_every_prepare_until_fixed() -> None:
+    options: JobOptions[Any, Any] = JobOptions(
+        definition=jobs.echo,
+        queue=None,
+        run_after=None,
+        parents=(),
+        mode=DependencyMode.ON_SUCCESS,
+        tags=(),
+        job_id=None,
+        priority=500,
+    )
+    for _ in range(2):  # a refusal is not remembered as checked
+        with pytest.raises(ValueError, match="priority must be from -100 to 100"):
+            options.prepare()
+    bad_trace = dataclasses.replace(options, priority=0, trace_context="not a traceparent")
+    with pytest.raises(ValueError, match="trace_context must be a W3C traceparent"):
+        bad_trace.prepare()
+    fine = dataclasses.replace(options, priority=0)
+    assert enqueue_many([fine.prepare(1), fine.prepare(2)])[1].enqueue_result is EnqueueResult.OK
+
+
+def test_a_payload_is_encoded_once_and_an_argument_that_changes_is_named() -> None:
+    prepared = jobs.echo.prepare("ünï", 2.5, flag=True)
+    assert prepared._checked is not None
+    assert prepared._checked[1] == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
+    with pytest.raises(TypeError, match=r"argument 'when' of job 'test\.echo' does not survive"):
+        jobs.echo.prepare("ok", when={"a": (1,)})
+    with pytest.raises(TypeError, match=r"argument 'args\[1\]' of job 'test\.echo' is not JSON"):
+        jobs.echo.prepare("ok", float("nan"))
+    with pytest.raises(TypeError, match=r"test\.always-fails: too many positional arguments"):
+        jobs.always_fails.prepare(1)  # type: ignore[call-arg]
