@@ -106,6 +106,16 @@ def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would
         assert (child.mode, child.parents_remaining) == (DependencyMode.ON_ANY_TERMINAL, 1)
 
 
+@pytest.mark.parametrize("with_child", [False, True])
+def test_a_payload_changed_after_prepare_is_stored_as_it_was_prepared_on_both_paths(with_child: bool) -> None:
+    arguments = {"items": [1, 2]}
+    parent = jobs.echo.prepare(arguments)
+    batch = [parent, *([jobs.echo.using(parents=[parent.job_id]).prepare()] if with_child else [])]
+    arguments["items"].append("added later")  # the caller's dict, still referenced by the payload
+    enqueue_many(batch)
+    assert JobRecord.objects.get(job_id=parent.job_id).payload == {"args": [{"items": [1, 2]}], "kwargs": {}}
+
+
 def test_a_prepared_job_is_stored_as_the_same_job_built_in_full() -> None:
     prepared = jobs.tagger.using(tags=[("k", "v"), "vip"], backoff=[1], priority=3).prepare()
     now = datetime(2026, 1, 1, tzinfo=UTC)

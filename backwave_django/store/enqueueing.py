@@ -219,7 +219,8 @@ def _insert_many(
             job_id=new_job.job_id,
             wire_name=new_job.wire_name,
             queue=new_job.queue,
-            payload=new_job.payload,
+            # What was checked and encoded (for a prepared job, at prepare()), as the statement path stores.
+            payload=json.loads(new_job.payload_json),
             state=state,
             due_time=new_job.due_time,
             parents_remaining=len(live),
