@@ -108,7 +108,7 @@ def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would
 
 @pytest.mark.parametrize("with_child", [False, True])
 def test_a_payload_changed_after_prepare_is_stored_as_it_was_prepared_on_both_paths(with_child: bool) -> None:
-    arguments = {"items": [1, 2]}
+    arguments: dict[str, list[object]] = {"items": [1, 2]}
     parent = jobs.echo.prepare(arguments)
     batch = [parent, *([jobs.echo.using(parents=[parent.job_id]).prepare()] if with_child else [])]
     arguments["items"].append("added later")  # the caller's dict, still referenced by the payload
