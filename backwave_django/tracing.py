@@ -19,7 +19,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from .core.outcomes import Cancelled, ClaimedJob, Failure, Outcome, Snoozed, Success, Unroutable
+from .core.outcomes import ClaimedJob, Failure, Outcome, Unroutable, outcome_name
 
 try:
     from opentelemetry import trace
@@ -98,17 +98,3 @@ def end_attempt(span: Span, outcome: Outcome, exception: BaseException | None) -
             span.set_status(trace.StatusCode.ERROR, description)
     span.end()
 
-
-def outcome_name(outcome: Outcome) -> str:
-    """The ``backwave.job.outcome`` attribute: what the attempt's outcome does to the job."""
-    if isinstance(outcome, Success):
-        return "succeeded"
-    if isinstance(outcome, Failure):
-        return "failed" if outcome.next_due_time is not None else "dead_lettered"
-    if isinstance(outcome, Snoozed):
-        return "snoozed"
-    if isinstance(outcome, Cancelled):
-        return "cancelled"
-    if isinstance(outcome, Unroutable):
-        return "quarantined"
-    raise TypeError(f"not an outcome: {outcome!r}")

@@ -107,6 +107,23 @@ Outcome: TypeAlias = Success | Failure | Snoozed | Cancelled | Unroutable
 OUTCOME_TYPES = (Success, Failure, Snoozed, Cancelled, Unroutable)
 
 
+def outcome_name(outcome: Outcome) -> str:
+    """What an attempt's outcome does to its job, as one word: ``succeeded``, ``retried`` (a retry
+    is due), ``dead_lettered`` (no retry left, or ``Discard``), ``snoozed``, ``cancelled`` or
+    ``quarantined``. The metrics' ``result`` label and the tracing span's outcome attribute."""
+    if isinstance(outcome, Success):
+        return "succeeded"
+    if isinstance(outcome, Failure):
+        return "retried" if outcome.next_due_time is not None else "dead_lettered"
+    if isinstance(outcome, Snoozed):
+        return "snoozed"
+    if isinstance(outcome, Cancelled):
+        return "cancelled"
+    if isinstance(outcome, Unroutable):
+        return "quarantined"
+    raise TypeError(f"not an outcome: {outcome!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class OutcomeEffect:
     """What writing an outcome does to its Leased job: the one rule every path applies.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import CollectorRegistry
 
-from ..core.outcomes import Cancelled, Failure, Snoozed, Success, Unroutable
+from ..core.outcomes import outcome_name
 from ..core.states import OutcomeResult
 from ..registry import get
 from . import names
@@ -40,18 +40,7 @@ def result_label(finished: Finished, result: OutcomeResult) -> str:
     """How an attempt ended, as the ``result`` label."""
     if result is OutcomeResult.STALE_LEASE:
         return "fenced"
-    outcome = finished.outcome
-    if isinstance(outcome, Success):
-        return "succeeded"
-    if isinstance(outcome, Failure):
-        return "retried" if outcome.next_due_time is not None else "dead_lettered"
-    if isinstance(outcome, Snoozed):
-        return "snoozed"
-    if isinstance(outcome, Cancelled):
-        return "cancelled"
-    if isinstance(outcome, Unroutable):
-        return "quarantined"
-    raise TypeError(f"not an outcome: {outcome!r}")
+    return outcome_name(finished.outcome)
 
 
 def _metric(spec: names.MetricSpec, registry: CollectorRegistry, **extra: object) -> object:

@@ -126,7 +126,7 @@ def test_a_failed_attempt_records_its_exception_and_errors_and_the_retry_keeps_t
         assert event.name == "exception"
         assert event.attributes["exception.type"] == "ValueError"
         assert event.attributes["exception.message"] == "gateway timeout"
-    assert first.attributes["backwave.job.outcome"] == "failed"
+    assert first.attributes["backwave.job.outcome"] == "retried"
     assert second.attributes["backwave.job.outcome"] == "dead_lettered"
     record = JobRecord.objects.get(job_id=job_id)
     assert (record.state, record.trace_context) == (JobState.DEAD_LETTERED, traceparent(parent))
@@ -197,7 +197,7 @@ def test_the_test_harness_runs_the_handler_in_the_same_span(spans, tracer):
     ("outcome", "name"),
     [
         (Success(), "succeeded"),
-        (Failure(next_due_time=T0, error="boom"), "failed"),
+        (Failure(next_due_time=T0, error="boom"), "retried"),
         (Failure(next_due_time=None, error="boom"), "dead_lettered"),
         (Snoozed(next_due_time=T0), "snoozed"),
         (Cancelled(cause="operator-cancel"), "cancelled"),
