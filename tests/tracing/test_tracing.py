@@ -19,8 +19,16 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from backwave_django import Unique, enqueue_many, job, monitor, store, tracing, workflow
-from backwave_django.core.outcomes import Cancelled, Failure, ScheduleSpec, Snoozed, Success, Unroutable
+from backwave_django import Unique, enqueue_many, job, monitor, store, workflow
+from backwave_django.core.outcomes import (
+    Cancelled,
+    Failure,
+    ScheduleSpec,
+    Snoozed,
+    Success,
+    Unroutable,
+    outcome_name,
+)
 from backwave_django.core.states import JobState, RequeueResult
 from backwave_django.models import JobRecord
 from backwave_django.testing import BackWaveHarness
@@ -205,7 +213,7 @@ def test_the_test_harness_runs_the_handler_in_the_same_span(spans, tracer):
     ],
 )
 def test_the_outcome_attribute_names_what_the_outcome_does_to_the_job(outcome, name):
-    assert tracing.outcome_name(outcome) == name
+    assert outcome_name(outcome) == name
 
 
 # --- What enqueue stores ---------------------------------------------------------------------
