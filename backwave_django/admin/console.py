@@ -446,6 +446,20 @@ class ConsoleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class ReadOnlyAdmin(ConsoleAdmin):
     """Rows are never added, edited or deleted here; only viewed."""
 
+    #: A UUID column a row can also be opened by in its page's URL (a copied job or workflow id).
+    uuid_lookup: str | None = None
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        """A row by its primary key, or by its ``uuid_lookup`` column when the URL holds a UUID."""
+        if self.uuid_lookup is not None:
+            try:
+                value = uuid.UUID(object_id)
+            except ValueError:
+                pass
+            else:
+                return self.get_queryset(request).filter(**{self.uuid_lookup: value}).first()
+        return super().get_object(request, object_id, from_field)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

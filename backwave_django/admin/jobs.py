@@ -136,6 +136,7 @@ TITLES = {
 class JobRecordAdmin(ReadOnlyAdmin):
     """The job list (newest first, never fully counted) and the read-only job detail page."""
 
+    uuid_lookup = "job_id"  # a copied job id works in the URL
     # Four columns that fit beside the admin's two sidebars at 1280 px: the job (wire name, short
     # id, queue), its state (with attempt, priority and progress), its due or end time, its tags.
     # The failure lists add each job's terminal cause as a full-width line under its row.
@@ -189,14 +190,6 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # The Retrying view: next try first, along ``backwave_job_claim_priority`` (Scheduled rows only).
         return ("due_time", "sequence") if retrying_view(request) else tuple(self.ordering or ())
-
-    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
-        """A job by its primary key, or by its job id (so a copied job id works in the URL)."""
-        try:
-            job_id = uuid.UUID(object_id)
-        except ValueError:
-            return super().get_object(request, object_id, from_field)
-        return self.get_queryset(request).filter(job_id=job_id).first()
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

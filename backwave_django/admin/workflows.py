@@ -85,6 +85,7 @@ def _count_badge(state: JobState, count: int) -> str:
 class WorkflowAdmin(ReadOnlyAdmin):
     """Workflows, newest first, and the read-only workflow page with its graph."""
 
+    uuid_lookup = "workflow_id"  # a copied workflow id works in the URL
     list_display = ("name_link", "status_column", "member_states", "member_total", "age", "created")
     list_display_links = None  # the name column links to the workflow page itself
     ordering = ("-created_at", "-workflow_id")  # along ``backwave_workflow_created``
@@ -100,14 +101,6 @@ class WorkflowAdmin(ReadOnlyAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
         return [(None, {"fields": WORKFLOW_FACTS})]
-
-    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
-        """A workflow by its primary key, or by its workflow id (what a job's page links with)."""
-        try:
-            workflow_id = uuid.UUID(object_id)
-        except ValueError:
-            return super().get_object(request, object_id, from_field)
-        return self.get_queryset(request).filter(workflow_id=workflow_id).first()
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
