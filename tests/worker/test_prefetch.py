@@ -42,7 +42,11 @@ def test_prefetched_jobs_are_leased_and_heartbeated_while_they_wait(workers, tmp
     marker = tmp_path / "marks"
     job_ids = [jobs.sleep.enqueue(8, marker=str(marker)).job_id for _ in range(3)]
     workers.start("--queues", "slow", "--concurrency", "1", PREFETCH=2)
-    wait_for(lambda: len(_leased(job_ids)) == 3, what="one running and two prefetched leases")
+    # The claim leases all three at once; the running handler marks its start a moment later.
+    wait_for(
+        lambda: len(_leased(job_ids)) == 3 and _starts(marker),
+        what="one running and two prefetched leases",
+    )
     assert len(_starts(marker)) == 1  # one slot: the other two wait
     first_expiries = {r.job_id: r.lease_expiry for r in _leased(job_ids) if r.lease_expiry is not None}
     assert len(first_expiries) == 3
