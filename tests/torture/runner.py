@@ -56,6 +56,8 @@ WORKER_SETTINGS: dict[str, Any] = {
     "OBSERVER_RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": [0.05, 0.2]},
     "OBSERVER_TIMEOUT": 2.0,
 }
+#: However long jobs keep moving, the drain stops after this many drain bounds in all.
+DRAIN_CAP_FACTOR = 4
 #: A worker slot whose process dies on its own this many times is an infrastructure failure.
 MAX_UNEXPECTED_EXITS = 8
 
@@ -444,11 +446,11 @@ class Runner:
 
     def _drain_and_audit(self) -> int:
         from django.db import DatabaseError, connection
-        from django.db.models import Count
+        from django.db.models import Count, Max
         from django.utils import timezone
 
         from backwave_django import store
-        from backwave_django.models import JobRecord
+        from backwave_django.models import JobRecord, JobTransition
 
         t0 = time.time()
         for attempt in range(20):
@@ -462,10 +464,19 @@ class Runner:
                 if attempt == 19:
                     raise InfrastructureError("could not resume queues for the drain") from None
         self.record(op="limit", queue=GOVERNED_QUEUE, limit=3, t0=t0, t1=time.time(), ok=True)
-        drain_started = time.monotonic()
+        drain_started = last_progress = time.monotonic()
         live = -1
+        last_transition: int | None = None
         stuck_since: float | None = None
-        while time.monotonic() - drain_started < self.config.drain_bound:
+        # The bound counts from the last transition written anywhere, not from the drain's start:
+        # a job that keeps moving (a long handler failing and retried up to its ceiling, snoozed
+        # on the way) may legitimately take longer than the bound in all, while a job stuck where
+        # it is (a lease held and renewed, a handler never started) writes nothing. A hard cap of
+        # DRAIN_CAP_FACTOR bounds keeps a run from draining forever.
+        while (
+            time.monotonic() - last_progress < self.config.drain_bound
+            and time.monotonic() - drain_started < DRAIN_CAP_FACTOR * self.config.drain_bound
+        ):
             self._watch_workers()
             try:
                 counts = dict(
@@ -474,10 +485,13 @@ class Runner:
                     .annotate(n=Count("sequence"))
                     .values_list("state", "n")
                 )
+                newest = JobTransition.objects.aggregate(newest=Max("id"))["newest"]
             except DatabaseError:
                 connection.close()
                 time.sleep(0.25)
                 continue
+            if newest != last_transition:
+                last_transition, last_progress = newest, time.monotonic()
             live = sum(counts.values())
             if live == 0:
                 break

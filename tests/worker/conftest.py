@@ -98,6 +98,12 @@ class Workers:
     def log(self, index: int = 0) -> str:
         return (self.tmp_path / f"worker-{index}.log").read_text()
 
+    def logs(self) -> str:
+        """Every started worker's log, for an assertion's message (what the workers saw)."""
+        return "\n".join(
+            f"--- worker-{index}.log ---\n{self.log(index)}" for index in range(len(self.processes))
+        )
+
     def stop_all(self) -> None:
         """SIGKILL every worker started here and whatever children they left (a supervisor's)."""
         for process in self.processes:

@@ -130,23 +130,30 @@ def test_a_killed_worker_s_job_is_finished_once_by_another_worker(workers, tmp_p
     marker = tmp_path / "marks"
     job_id = jobs.sleep.enqueue(1.5, marker=str(marker)).job_id
     first = workers.start("--queues", "slow", "--name", "doomed")
-    wait_for(lambda: any(m.startswith("start") for m in _marks(marker)), what="the job to start")
+    try:
+        wait_for(lambda: any(m.startswith("start") for m in _marks(marker)), what="the job to start")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{workers.logs()}") from None
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     second = workers.start("--queues", "slow", "--name", "rescuer")
-    wait_for(lambda: _state(job_id) == JobState.SUCCEEDED, timeout=30, what="the job to succeed")
+    try:
+        wait_for(lambda: _state(job_id) == JobState.SUCCEEDED, timeout=30, what="the job to succeed")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{workers.logs()}") from None
     second.send_signal(signal.SIGTERM)
-    assert second.wait(20) == 0
+    assert second.wait(20) == 0, workers.logs()
     record = _record(job_id)
-    assert record.attempt == 2
+    actors = list(
+        JobTransition.objects.filter(job=record).order_by("ordinal").values_list("actor", "state", "attempt")
+    )
+    seen = f"transitions {actors}, marks {_marks(marker)}\n{workers.logs()}"
+    assert record.attempt == 2, seen
     assert record.lease_owner is None
     marks = [m.split()[0:3] for m in _marks(marker)]
-    assert marks.count(["done", str(job_id), "2"]) == 1
-    assert [m for m in marks if m[0] == "done"] == [["done", str(job_id), "2"]]
-    actors = list(
-        JobTransition.objects.filter(job=record).order_by("ordinal").values_list("actor", flat=True)
-    )
-    assert "lease-expiry" in actors
+    assert marks.count(["done", str(job_id), "2"]) == 1, seen
+    assert [m for m in marks if m[0] == "done"] == [["done", str(job_id), "2"]], seen
+    assert "lease-expiry" in [actor for actor, _, _ in actors], seen
 
 
 @pytest.mark.parametrize("handler", ["sync", "async"])
