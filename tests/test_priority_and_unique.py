@@ -24,12 +24,23 @@ from backwave_django import (
     wait_for,
 )
 from backwave_django.core.unique import UniqueKey
-from backwave_django.models import JobRecord
+from backwave_django.models import JobRecord, JobTransition
+from backwave_django.store import enqueueing
 
 from .conftest import LEASE, T0, enqueue, lease, new_job, report
 from .jobsapp import jobs
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["statements", "orm"])
+def enqueue_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both enqueue paths on PostgreSQL: its statements, and the ORM path the other databases take."""
+    if request.param == "orm":
+        if connection.vendor != "postgresql":
+            pytest.skip("the ORM path is this database's only path (run as 'statements')")
+        monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    return str(request.param)
 
 
 def _claim_order(queue: str = "default", max_jobs: int = 32) -> list[uuid.UUID]:
@@ -82,6 +93,7 @@ def test_job_and_using_set_the_priority():
 # --- Unique jobs -----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_a_unique_job_is_a_duplicate_of_the_live_one_with_the_same_arguments():
     first = jobs.echo.using(unique=Unique()).enqueue("o-1", amount=5)
     again = jobs.echo.using(unique=Unique()).enqueue("o-1", amount=5)
@@ -93,6 +105,7 @@ def test_a_unique_job_is_a_duplicate_of_the_live_one_with_the_same_arguments():
     assert JobRecord.objects.count() == 2
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_keys_choose_the_arguments_that_make_the_identity():
     unique = Unique(keys=["args"])
     first = jobs.echo.using(unique=unique).enqueue("o-1", amount=5)
@@ -100,6 +113,7 @@ def test_keys_choose_the_arguments_that_make_the_identity():
     assert (same_args.enqueue_result, same_args.job_id) == (EnqueueResult.DUPLICATE, first.job_id)
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_defaults_count_toward_the_identity():
     unique = Unique(keys=["fail_until"])
     first = jobs.flaky.using(unique=unique).enqueue(1)
@@ -107,11 +121,13 @@ def test_defaults_count_toward_the_identity():
     assert second.job_id == first.job_id
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_the_queue_is_not_part_of_the_identity():
     first = jobs.echo.using(unique=Unique(), queue="a").enqueue(1)
     assert jobs.echo.using(unique=Unique(), queue="b").enqueue(1).job_id == first.job_id
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_a_finished_job_no_longer_conflicts_by_default_but_does_when_its_state_is_named():
     first = jobs.echo.using(unique=Unique()).enqueue(1)
     lease(now=timezone.now())
@@ -122,6 +138,7 @@ def test_a_finished_job_no_longer_conflicts_by_default_but_does_when_its_state_i
     assert jobs.echo.using(unique=ever).enqueue(1).job_id == first.job_id
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_only_jobs_enqueued_within_the_period_conflict():
     old = enqueue(now=T0, unique=UniqueKey(key="k" * 64, period=timedelta(minutes=5)))
     within = new_job(unique=UniqueKey(key="k" * 64, period=timedelta(minutes=5)))
@@ -132,6 +149,7 @@ def test_only_jobs_enqueued_within_the_period_conflict():
     assert (entry.result, entry.job_id) == (EnqueueResult.OK, later.job_id)
 
 
+@pytest.mark.usefixtures("enqueue_path")
 def test_within_a_batch_a_later_member_is_a_duplicate_of_the_first():
     from backwave_django import enqueue_many
 
@@ -165,7 +183,81 @@ def test_bad_unique_options_are_refused(make: Any, error: Any, message: Any):
     assert not JobRecord.objects.exists()
 
 
+def _mixed_batch(existing: uuid.UUID, run: str) -> list[Any]:
+    """A batch with every way a job is judged: unique and plain, a key repeated in the batch, a
+    key held by a stored job, a stored id, an id repeated in the batch. (``run`` names the keys
+    that the batch stores, so that a second run meets only the stored job's key.)"""
+    plain, unique_a = uuid.uuid4(), uuid.uuid4()
+    key = UniqueKey(key=f"batch-key-{run}")
+    return [
+        new_job(job_id=unique_a, unique=key),
+        new_job(job_id=plain),
+        new_job(unique=key),  # DUPLICATE of unique_a
+        new_job(job_id=existing, unique=UniqueKey(key=f"other-key-{run}")),  # DUPLICATE: the id is stored
+        new_job(unique=UniqueKey(key="held-key")),  # DUPLICATE of held
+        new_job(job_id=plain),  # DUPLICATE: the id came earlier
+        new_job(unique=UniqueKey(key=f"other-key-{run}")),  # OK: the stored id's key was not stored with it
+        new_job(unique=UniqueKey(key="held-key", period=timedelta(microseconds=1))),  # DUPLICATE of held too
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["own-transaction", "callers-transaction"])
+def test_both_paths_judge_and_store_a_mixed_unique_batch_alike(
+    monkeypatch: pytest.MonkeyPatch, in_transaction: bool
+) -> None:
+    held = enqueue(unique=UniqueKey(key="held-key"))
+    existing = enqueue()
+
+    def run(name: str) -> tuple[list[Any], list[Any]]:
+        batch = _mixed_batch(existing, name)
+        if in_transaction:
+            with transaction.atomic():
+                entries = store.enqueue_batch(batch, now=T0)
+        else:
+            entries = store.enqueue_batch(batch, now=T0)
+        stands_for: dict[uuid.UUID, Any] = {held: "held", existing: "existing"}
+        for index, job in enumerate(batch):
+            stands_for.setdefault(job.job_id, index)
+        judged = [(e.result, stands_for[e.job_id]) for e in entries]
+        stored = [
+            (
+                stands_for[job_id],
+                key,
+                list(JobTransition.objects.filter(job__job_id=job_id).values_list("state", "actor")),
+            )
+            for job_id, key in JobRecord.objects.filter(job_id__in=[j.job_id for j in batch])
+            .exclude(job_id__in=[held, existing])
+            .order_by("sequence")
+            .values_list("job_id", "unique_key")
+        ]
+        return judged, stored
+
+    ok, duplicate = EnqueueResult.OK, EnqueueResult.DUPLICATE
+    expected = [
+        (ok, 0),
+        (ok, 1),
+        (duplicate, 0),
+        (duplicate, "existing"),
+        (duplicate, "held"),
+        (duplicate, 1),
+        (ok, 6),
+        (duplicate, "held"),
+    ]
+    fast = run("fast")
+    assert fast[0] == expected
+    assert [at for at, _, _ in fast[1]] == [0, 1, 6]
+    assert [key for _, key, _ in fast[1]] == ["batch-key-fast", None, "other-key-fast"]
+    assert all(log == [(int(JobState.SCHEDULED), "enqueue")] for _, _, log in fast[1])
+    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    portable = run("orm")
+    assert portable[0] == expected
+    assert [(at, log) for at, _, log in portable[1]] == [(at, log) for at, _, log in fast[1]]
+    assert [key for _, key, _ in portable[1]] == ["batch-key-orm", None, "other-key-orm"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("enqueue_path")
 def test_concurrent_enqueuers_of_one_unique_job_store_exactly_one(vendor: str):
     results: list[Any] = []
     errors: list[BaseException] = []

@@ -2,7 +2,8 @@
 
 :func:`enqueue_many` judges every job (bounds, duplicate id, unknown parent), then writes the
 accepted ones with one statement per table. On PostgreSQL a batch without parents is one
-statement (:data:`ENQUEUE`, arrays unnested on the server); with parents, or elsewhere, the
+statement (:data:`ENQUEUE`, a JSON document unpacked on the server), after the lock and look-up
+of its unique keys when it has unique jobs (``uniqueness``); with parents, or elsewhere, the
 portable ORM path below does the same work and also locks the parents, so that a parent cannot
 end between the check and the edge being written.
 """
@@ -11,13 +12,12 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
 from ..core.outcomes import NewJob
@@ -25,22 +25,30 @@ from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..database import jobs_database
 from ..exceptions import EnqueueError
-from ..models import JobDependency, JobRecord, JobTag, JobTransition, UniqueKeyLock
+from ..models import JobDependency, JobRecord, JobTag, JobTransition
 from ._rows import PARENT_FAILURE_CAUSE
 from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
-from ._tx import HINT_CHANNEL, atomic_retrying, fetch_bound, notify, uses_postgres_statements
+from ._tx import (
+    HINT_CHANNEL,
+    atomic_retrying,
+    fetch_bound,
+    notify,
+    own_transaction,
+    pipelined_transaction,
+    retrying,
+    server_cursor,
+    uses_postgres_statements,
+)
+from .uniqueness import (
+    LOCK_UNIQUE_KEYS,
+    LOOK_UP_UNIQUE,
+    judge_unique,
+    lock_params,
+    unique_holders,
+    wanted_keys,
+)
 
 ENQUEUE_ACTOR = "enqueue"
-#: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
-UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
-#: Take the advisory locks of unique keys (their ``unique_lock_key``), in key order.
-LOCK_UNIQUE_KEYS = f"""SELECT count(pg_advisory_xact_lock({UNIQUE_LOCK_CLASS}, key))
-FROM unnest(%(unique_keys)s::int[]) AS key"""
-
-
-def unique_lock_key(key: str) -> int:
-    """A unique key's advisory-lock key (a collision only serializes two unrelated keys)."""
-    return zlib.crc32(key.encode()) - 0x8000_0000
 
 
 def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
@@ -101,7 +109,9 @@ def enqueue_batch(
     if all(r is not None for r in results):
         return [Enqueued(r, j.job_id) for r, j in zip(results, jobs, strict=True) if r is not None]
     using = jobs_database()
-    if uses_postgres_statements(using) and not any(j.parents or j.unique for j in jobs):
+    if uses_postgres_statements(using) and not any(j.parents for j in jobs):
+        if any(j.unique for j in jobs):
+            return _enqueue_unique(using, jobs, results, now, settings)
         return _enqueue_without_parents(using, jobs, results, now, settings)
     for attempt in (1, 2, 3):
         try:
@@ -184,7 +194,7 @@ def _insert_many(
     records = JobRecord.objects.using(using)
     existing = set(records.filter(job_id__in={j.job_id for j in candidates}).values_list("job_id", flat=True))
     unique_jobs = [j for j in candidates if j.unique is not None and j.job_id not in existing]
-    holders = _unique_holders(using, unique_jobs, now)
+    holders = unique_holders(using, unique_jobs, now)
     stands_for = [j.job_id for j in jobs]
     wanted_parents = {p for j in candidates for p in j.parents}
     parents: dict[uuid.UUID, tuple[int | None, JobState]] = {
@@ -244,44 +254,6 @@ def _insert_many(
     if planned:
         _write_planned(planned, now, settings, using)
     return [Enqueued(r, job_id) for r, job_id in zip(results, stands_for, strict=True) if r is not None]
-
-
-def _unique_holders(using: str, unique_jobs: list[NewJob], now: datetime) -> dict[str, uuid.UUID]:
-    """Lock the keys of these unique jobs (in key order) and find, per key, the first existing job
-    that conflicts: one of the key's ``states``, enqueued within its ``period``."""
-    wanted = {j.unique.key: j.unique for j in unique_jobs if j.unique is not None}
-    if not wanted:
-        return {}
-    lock_unique_keys(using, sorted(wanted))
-    rows = (
-        JobRecord.objects.using(using)
-        .filter(unique_key__in=list(wanted))
-        .order_by("unique_key", "enqueued_at", "sequence")
-        .values_list("unique_key", "job_id", "state", "enqueued_at")
-    )
-    holders: dict[str, uuid.UUID] = {}
-    for key, job_id, state, enqueued_at in rows:
-        assert key is not None  # (filtered on it)
-        unique = wanted[key]
-        if key in holders or state not in unique.states:
-            continue
-        if unique.period is None or enqueued_at >= now - unique.period:
-            holders[key] = job_id
-    return holders
-
-
-def lock_unique_keys(using: str, keys: list[str]) -> None:
-    """Serialize enqueues of these unique keys until the transaction ends (see :func:`enqueue_batch`)."""
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(LOCK_UNIQUE_KEYS, {"unique_keys": sorted({unique_lock_key(k) for k in keys})})
-    elif connection.vendor == "mysql":
-        locks = UniqueKeyLock.objects.using(using)
-        for key in keys:
-            locks.get_or_create(key=key)
-        list(locks.filter(key__in=keys).order_by("key").select_for_update().values_list("id", flat=True))
-    # SQLite: one writer at a time already.
 
 
 def stored_policy(
@@ -392,16 +364,16 @@ SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
 
 _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
-                        priority, trace_context"""
+                        priority, trace_context, unique_key"""
 
 #: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as two
 #: JSON documents (:func:`_documents`): ``shapes``, one array per distinct set of the columns jobs
 #: share (wire name, queue, due time, policy, …), and ``jobs``, one ``[job_id, shape number,
-#: payload]`` per job. Both are encoded in C on the client and parsed once on the server, far
-#: cheaper than ten parameter arrays dumped value by value; the shared columns are encoded and
-#: cast once per shape, not once per job. Of two equal ids only the first is sent (the other is a
-#: DUPLICATE); rows are inserted in the batch's order, so their sequences (the claim order of jobs
-#: due at the same time) follow it.
+#: payload]`` per job (a unique job's key after its payload). Both are encoded in C on the client
+#: and parsed once on the server, far cheaper than ten parameter arrays dumped value by value; the
+#: shared columns are encoded and cast once per shape, not once per job. Of two equal ids only the
+#: first is sent (the other is a DUPLICATE); rows are inserted in the batch's order, so their
+#: sequences (the claim order of jobs due at the same time) follow it.
 ENQUEUE = f"""
 WITH shapes AS MATERIALIZED (
     SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
@@ -413,7 +385,8 @@ WITH shapes AS MATERIALIZED (
 ), inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
     SELECT (n.job->>0)::uuid, s.wire_name, s.queue, n.job->2, s.due_time, s.mode, {SCHEDULED}, 0,
-           false, 0, %(now)s, 1, s.max_attempts, s.backoff, s.timeout, s.priority, s.trace_context
+           false, 0, %(now)s, 1, s.max_attempts, s.backoff, s.timeout, s.priority, s.trace_context,
+           n.job->>3
     FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
     JOIN shapes AS s ON s.number = (n.job->>1)::bigint
     ORDER BY n.position
@@ -428,7 +401,8 @@ WITH inserted AS (
     INSERT INTO {JOBS} ({_JOB_COLUMNS})
     VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
             {SCHEDULED}, 0, false, 0, %(now)s, 1,
-            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s)
+            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s,
+            %(unique_key)s)
     ON CONFLICT (job_id) DO NOTHING
     RETURNING sequence, job_id, queue, due_time
 ){_AFTER_INSERT}"""
@@ -442,7 +416,8 @@ def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str,
     """:data:`ENQUEUE`'s two documents. A shape is ``[wire_name, queue, due_time, mode,
     max_attempts, backoff, timeout, priority, trace_context]`` with the policy as stored
     (:func:`stored_policy`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
-    stored JSON spliced in as it is (it was encoded once, when the job was built)."""
+    stored JSON spliced in as it is (it was encoded once, when the job was built), and a unique
+    job's key after it."""
     numbers: dict[tuple[Any, ...], int] = {}
     shapes: list[list[Any]] = []
     parts: list[str] = []
@@ -475,7 +450,11 @@ def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str,
                 ]
             )
             number = numbers[key] = len(shapes)
-        parts.append(f'["{new_job.job_id}",{number},{new_job.payload_json.decode()}]')
+        payload = new_job.payload_json.decode()
+        if new_job.unique is None:
+            parts.append(f'["{new_job.job_id}",{number},{payload}]')
+        else:
+            parts.append(f'["{new_job.job_id}",{number},{payload},{_ROW_ENCODER.encode(new_job.unique.key)}]')
     return _ROW_ENCODER.encode(shapes), f"[{','.join(parts)}]"
 
 
@@ -489,6 +468,77 @@ def _enqueue_without_parents(
     """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
+    statement, params, first = _insert_statement(jobs, results, now, settings)
+    rows = fetch_bound(using, statement, params) if first else []
+    return _enqueued(jobs, results, first, rows)
+
+
+def _enqueue_unique(
+    using: str,
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    now: datetime,
+    settings: BackWaveSettings,
+) -> list[Enqueued]:
+    """Jobs without parents, some of them unique: lock their keys, look up the keys' holders and
+    the ids that exist (a statement of its own, after the lock), judge the batch
+    (``uniqueness.judge_unique``), then insert the rest as :func:`_enqueue_without_parents` does.
+
+    In a transaction of its own this takes two round trips: BEGIN, the lock and the look-up in
+    one flight, then the insert and COMMIT in another. Inside the caller's transaction the same
+    statements run one by one under a savepoint."""
+    wanted = wanted_keys(jobs, results)
+    look_up = {
+        "keys": list(wanted),
+        "job_ids": [j.job_id for j, r in zip(jobs, results, strict=True) if r is None and j.unique],
+    }
+
+    def judged(rows: list[Any]) -> tuple[list[EnqueueResult | None], list[uuid.UUID]]:
+        decided = list(results)
+        return decided, judge_unique(jobs, decided, wanted, rows, now)
+
+    def in_callers_transaction() -> list[Enqueued]:
+        with server_cursor(using) as cursor:
+            cursor.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
+            cursor.execute(LOOK_UP_UNIQUE, look_up)
+            decided, stands_for = judged(cursor.fetchall())
+        enqueued = _enqueue_without_parents(using, jobs, decided, now, settings)
+        return _standing_for(enqueued, stands_for)
+
+    def own() -> list[Enqueued]:
+        with pipelined_transaction(using) as (pipeline, cursor):
+            control, locking, looking, inserting = cursor(), cursor(), cursor(), cursor()
+            with pipeline():
+                control.execute("BEGIN")
+                locking.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
+                looking.execute(LOOK_UP_UNIQUE, look_up)
+            decided, stands_for = judged(looking.fetchall())
+            statement, params, first = _insert_statement(jobs, decided, now, settings)
+            with pipeline():
+                if first:
+                    inserting.execute(statement, params)
+                control.execute("COMMIT")
+            rows = inserting.fetchall() if first else []
+        return _standing_for(_enqueued(jobs, decided, first, rows), stands_for)
+
+    if own_transaction(using):
+        return retrying(own)
+    return atomic_retrying(using, in_callers_transaction)
+
+
+def _standing_for(enqueued: list[Enqueued], stands_for: list[uuid.UUID]) -> list[Enqueued]:
+    return [Enqueued(e.result, job_id) for e, job_id in zip(enqueued, stands_for, strict=True)]
+
+
+def _insert_statement(
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    now: datetime,
+    settings: BackWaveSettings,
+) -> tuple[str, dict[str, Any], dict[uuid.UUID, int]]:
+    """The insert of the jobs still to be judged (``results[i] is None``): :data:`ENQUEUE_ONE`
+    or :data:`ENQUEUE` with its parameters, and the position of each id's first occurrence
+    (empty when there is nothing to insert)."""
     first: dict[uuid.UUID, int] = {}
     accepted: list[NewJob] = []
     tags: list[dict[str, str]] = []
@@ -521,13 +571,22 @@ def _enqueue_without_parents(
             timeout=policy["timeout"],
             priority=new_job.priority,
             trace_context=new_job.trace_context,
+            unique_key=None if new_job.unique is None else new_job.unique.key,
         )
-        statement = ENQUEUE_ONE
-    else:
-        params["shapes"], params["jobs"] = _documents(accepted, settings)
-        statement = ENQUEUE
-    # The positions of the jobs stored: the first of their id in the batch, and not already stored.
-    stored = {first[job_id] for job_id, _ in fetch_bound(using, statement, params)} if first else set()
+        return ENQUEUE_ONE, params, first
+    params["shapes"], params["jobs"] = _documents(accepted, settings)
+    return ENQUEUE, params, first
+
+
+def _enqueued(
+    jobs: list[NewJob],
+    results: list[EnqueueResult | None],
+    first: dict[uuid.UUID, int],
+    rows: list[tuple[Any, ...]],
+) -> list[Enqueued]:
+    """Each job's result: as judged, else OK at the first position of an id the insert stored,
+    else DUPLICATE (an id already stored, or repeated earlier in the batch)."""
+    stored = {first[job_id] for job_id, _ in rows}
     ok, duplicate = EnqueueResult.OK, EnqueueResult.DUPLICATE
     return [
         Enqueued(
