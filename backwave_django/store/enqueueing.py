@@ -42,6 +42,8 @@ from ._tx import (
 from .uniqueness import (
     LOCK_UNIQUE_KEYS,
     LOOK_UP_UNIQUE,
+    accepted,
+    duplicate_of,
     judge_unique,
     lock_params,
     unique_holders,
@@ -208,15 +210,10 @@ def _insert_many(
     for index, new_job in enumerate(jobs):
         if results[index] is not None:
             continue
-        if new_job.job_id in existing:
-            results[index] = EnqueueResult.DUPLICATE
+        duplicate = duplicate_of(new_job, existing, holders)
+        if duplicate is not None:
+            results[index], stands_for[index] = EnqueueResult.DUPLICATE, duplicate
             continue
-        unique = new_job.unique
-        if unique is not None:
-            holder = holders.get(unique.key)
-            if holder is not None:
-                results[index], stands_for[index] = EnqueueResult.DUPLICATE, holder
-                continue
         declared = list(dict.fromkeys(new_job.parents))
         if any(p not in parents for p in declared):
             if raise_refusals:  # raised inside the transaction: nothing of the batch is written
@@ -240,15 +237,13 @@ def _insert_many(
             enqueued_at=now,
             next_ordinal=1,
             priority=new_job.priority,
-            unique_key=None if unique is None else unique.key,
+            unique_key=None if new_job.unique is None else new_job.unique.key,
             workflow_id=workflow_id,
             trace_context=new_job.trace_context,
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
-        existing.add(new_job.job_id)
-        if unique is not None:
-            holders[unique.key] = new_job.job_id  # a later member of the batch is its DUPLICATE
+        accepted(new_job, existing, holders)
         parents[new_job.job_id] = (None, state)  # a later job of the batch may name it as parent
         results[index] = EnqueueResult.OK
     if planned:

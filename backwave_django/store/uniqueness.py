@@ -105,6 +105,23 @@ def unique_holders(using: str, unique_jobs: list[NewJob], now: datetime) -> dict
     return first_holders(wanted, rows, now)
 
 
+def duplicate_of(new_job: NewJob, known: set[uuid.UUID], holders: dict[str, uuid.UUID]) -> uuid.UUID | None:
+    """The job ``new_job`` is a ``DUPLICATE`` of: itself when its id is ``known`` (stored, or
+    earlier in the batch), its key's holder, or None (it is to be stored)."""
+    if new_job.job_id in known:
+        return new_job.job_id
+    if new_job.unique is not None:
+        return holders.get(new_job.unique.key)
+    return None
+
+
+def accepted(new_job: NewJob, known: set[uuid.UUID], holders: dict[str, uuid.UUID]) -> None:
+    """``new_job`` is to be stored: a later member of its batch with its id or key is its ``DUPLICATE``."""
+    known.add(new_job.job_id)
+    if new_job.unique is not None:
+        holders[new_job.unique.key] = new_job.job_id
+
+
 def judge_unique(
     jobs: Sequence[NewJob],
     results: list[EnqueueResult | None],
@@ -113,23 +130,17 @@ def judge_unique(
     now: datetime,
 ) -> list[uuid.UUID]:
     """The statement path: from :data:`LOOK_UP_UNIQUE`'s rows, mark in ``results`` each job that
-    is a ``DUPLICATE`` (an id that exists or came earlier in the batch, a key held by an existing
-    job or by an earlier member); returns the id each job stands for (its holder's, for a key)."""
+    is a ``DUPLICATE`` (:func:`duplicate_of`); returns the id each job stands for (its holder's,
+    for a key)."""
     known = {row[1] for row in rows}
     holders = first_holders(wanted, rows, now)
     stands_for = [j.job_id for j in jobs]
     for index, new_job in enumerate(jobs):
         if results[index] is not None:
             continue
-        if new_job.job_id in known:
-            results[index] = EnqueueResult.DUPLICATE
-            continue
-        unique = new_job.unique
-        if unique is not None:
-            holder = holders.get(unique.key)
-            if holder is not None:
-                results[index], stands_for[index] = EnqueueResult.DUPLICATE, holder
-                continue
-            holders[unique.key] = new_job.job_id  # a later member of the batch is its DUPLICATE
-        known.add(new_job.job_id)
+        duplicate = duplicate_of(new_job, known, holders)
+        if duplicate is not None:
+            results[index], stands_for[index] = EnqueueResult.DUPLICATE, duplicate
+        else:
+            accepted(new_job, known, holders)
     return stands_for
