@@ -55,6 +55,9 @@ class Deadline:
     armed: bool = True
     timed_out: bool = False
 
+    #: The watchdog watching this deadline (set by :meth:`Watchdog.watch`), told when it is disarmed.
+    watchdog: Watchdog | None = None
+
     def disarm(self) -> None:
         """Called by the job thread as the handler returns or raises: no interruption after this.
 
@@ -63,9 +66,11 @@ class Deadline:
         timed out, which it was.)
         """
         with self.lock:
-            self.armed = False
+            was_armed, self.armed = self.armed, False
             if self.timed_out and self.thread_id is not None:
                 raise_in_thread(self.thread_id, None)
+        if was_armed and self.watchdog is not None:
+            self.watchdog.forget()
 
     def interrupt(self) -> bool:
         """Stop the handler if it still runs; returns whether it did (it is then timed out)."""
@@ -80,8 +85,19 @@ class Deadline:
             return True
 
 
+#: The fewest disarmed entries worth compacting the watchdog's heap for.
+COMPACT_AT = 256
+
+
 class Watchdog:
-    """Interrupts attempts at their deadline and gives up on them ``grace`` seconds later."""
+    """Interrupts attempts at their deadline and gives up on them ``grace`` seconds later.
+
+    An attempt that ends in time leaves its entry in the heap until the entry's due time; a busy
+    worker with long time limits would keep every finished attempt (and what it holds) alive
+    that long. So the heap is compacted, dropping disarmed entries, whenever they are more than
+    half of it (and at least :data:`COMPACT_AT`): memory stays proportional to the attempts
+    running, for amortized constant work per attempt.
+    """
 
     def __init__(self, *, grace: float, on_abandon: Callable[[Any], None]) -> None:
         self.grace = grace
@@ -92,10 +108,13 @@ class Watchdog:
         self.order = itertools.count()
         self.thread: threading.Thread | None = None
         self.stopped = False
+        #: Heap entries whose deadline was disarmed before it came due.
+        self.disarmed = 0
 
     def watch(self, deadline: Deadline, owner: Any) -> None:
         """Start ``deadline``'s clock now; ``owner`` is what ``on_abandon`` receives."""
         due = time.monotonic() + deadline.seconds
+        deadline.watchdog = self
         with self.lock:
             if self.thread is None:
                 self.thread = threading.Thread(target=self._serve, name="backwave-timeouts", daemon=True)
@@ -103,6 +122,16 @@ class Watchdog:
             heapq.heappush(self.heap, (due, next(self.order), False, deadline, owner))
             if self.heap[0][3] is deadline:
                 self.wakeup.notify()
+
+    def forget(self) -> None:
+        """A watched deadline was disarmed: compact the heap when disarmed entries are most of it."""
+        with self.lock:
+            self.disarmed += 1
+            if self.disarmed >= COMPACT_AT and 2 * self.disarmed > len(self.heap):
+                # Entries due for their grace check belong to attempts already interrupted: kept.
+                self.heap = [entry for entry in self.heap if entry[2] or entry[3].armed]
+                heapq.heapify(self.heap)
+                self.disarmed = 0
 
     def stop(self) -> None:
         with self.lock:
@@ -118,6 +147,8 @@ class Watchdog:
                 if self.stopped:
                     return
                 _, _, grace_over, deadline, owner = heapq.heappop(self.heap)
+                if not grace_over and not deadline.armed:
+                    self.disarmed = max(self.disarmed - 1, 0)  # popped a disarmed entry
             if not grace_over:
                 if deadline.interrupt():
                     with self.lock:
