@@ -258,6 +258,16 @@ def test_both_paths_judge_and_store_a_mixed_unique_batch_alike(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("enqueue_path")
+def test_a_batch_whose_only_unique_job_is_refused_stores_the_rest() -> None:
+    refused = new_job(wire_name="w" * 500, unique=UniqueKey(key="never-looked-up"))
+    plain = new_job()
+    entries = store.enqueue_batch([refused, plain], now=T0)
+    assert [e.result for e in entries] == [EnqueueResult.WIRE_NAME_TOO_LONG, EnqueueResult.OK]
+    assert list(JobRecord.objects.values_list("job_id", "unique_key")) == [(plain.job_id, None)]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("enqueue_path")
 def test_concurrent_enqueuers_of_one_unique_job_store_exactly_one(vendor: str):
     results: list[Any] = []
     errors: list[BaseException] = []

@@ -42,10 +42,10 @@ from ._tx import (
 from .uniqueness import (
     LOCK_UNIQUE_KEYS,
     LOOK_UP_UNIQUE,
-    accepted,
     duplicate_of,
     judge_unique,
     lock_params,
+    mark_accepted,
     unique_holders,
     wanted_keys,
 )
@@ -243,7 +243,7 @@ def _insert_many(
             **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
-        accepted(new_job, existing, holders)
+        mark_accepted(new_job, existing, holders)
         parents[new_job.job_id] = (None, state)  # a later job of the batch may name it as parent
         results[index] = EnqueueResult.OK
     if planned:

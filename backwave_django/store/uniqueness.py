@@ -115,7 +115,7 @@ def duplicate_of(new_job: NewJob, known: set[uuid.UUID], holders: dict[str, uuid
     return None
 
 
-def accepted(new_job: NewJob, known: set[uuid.UUID], holders: dict[str, uuid.UUID]) -> None:
+def mark_accepted(new_job: NewJob, known: set[uuid.UUID], holders: dict[str, uuid.UUID]) -> None:
     """``new_job`` is to be stored: a later member of its batch with its id or key is its ``DUPLICATE``."""
     known.add(new_job.job_id)
     if new_job.unique is not None:
@@ -142,5 +142,5 @@ def judge_unique(
         if duplicate is not None:
             results[index], stands_for[index] = EnqueueResult.DUPLICATE, duplicate
         else:
-            accepted(new_job, known, holders)
+            mark_accepted(new_job, known, holders)
     return stands_for
