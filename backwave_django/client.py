@@ -155,10 +155,8 @@ class JobOptions(Generic[P, R]):
             job_id = uuid7()
         elif isinstance(self.job_id, str):
             job_id = job_id_for_key(definition.wire_name, self.job_id)
-        elif isinstance(self.job_id, uuid.UUID):
+        else:  # a UUID: checked_job() refused anything else
             job_id = self.job_id
-        else:
-            raise TypeError(f"job_id must be a UUID or a str key, got {type(self.job_id).__name__}")
         prepared = PreparedJob(
             definition=definition,
             job_id=job_id,

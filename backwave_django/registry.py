@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, Protocol, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -94,25 +95,21 @@ class JobDefinition(Generic[P, R]):
     #: Claim order within the queue (-100…100, higher first) unless an enqueue says otherwise.
     priority: int = 0
 
-    @property
-    def is_async(self) -> bool:
-        """Whether the handler is ``async def``; computed once (the worker asks for every job)."""
-        cached: bool | None = self.__dict__.get("_is_async")
-        if cached is None:
-            cached = inspect.iscoroutinefunction(self.func)
-            object.__setattr__(self, "_is_async", cached)
-        return cached
+    # The cached properties below are computed once per definition: ``cached_property`` stores
+    # into the instance's ``__dict__`` directly, which a frozen dataclass without slots allows.
 
-    @property
+    @cached_property
+    def is_async(self) -> bool:
+        """Whether the handler is ``async def`` (the worker asks for every job)."""
+        return inspect.iscoroutinefunction(self.func)
+
+    @cached_property
     def signature(self) -> inspect.Signature:
-        """The signature the payload binds to (without the context parameter); computed once."""
-        cached: inspect.Signature | None = self.__dict__.get("_signature")
-        if cached is None:
-            cached = inspect.signature(self.func)
-            if self.takes_context:
-                cached = cached.replace(parameters=list(cached.parameters.values())[1:])
-            object.__setattr__(self, "_signature", cached)
-        return cached
+        """The signature the payload binds to (without the context parameter)."""
+        signature = inspect.signature(self.func)
+        if self.takes_context:
+            signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+        return signature
 
     # --- Enqueueing (see client.py) -----------------------------------------------------------
 
@@ -191,15 +188,11 @@ class JobDefinition(Generic[P, R]):
             return True
         return self.retry_on is not None and not isinstance(exc, self.retry_on)
 
-    @property
+    @cached_property
     def _defaults(self) -> JobOptions[P, R]:
-        """``using()`` without options, built once: it is immutable, and it keeps what its
-        ``prepare()`` checked (see ``client.JobOptions``)."""
-        cached: JobOptions[P, R] | None = self.__dict__.get("_defaults_cached")
-        if cached is None:
-            cached = self.using()
-            object.__setattr__(self, "_defaults_cached", cached)
-        return cached
+        """``using()`` without options: it is immutable, and it keeps what its ``prepare()``
+        checked (see ``client.JobOptions``)."""
+        return self.using()
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """Store a job that calls this function with these arguments; see ``client.py``."""
@@ -253,18 +246,14 @@ class JobDefinition(Generic[P, R]):
             raise TypeError(f"the arguments of job {self.wire_name!r} do not survive a JSON round trip")
         return payload, encoded
 
-    @property
+    @cached_property
     def _binds_nothing(self) -> bool:
-        """Whether a call without arguments binds (every parameter optional); computed once."""
-        cached: bool | None = self.__dict__.get("_binds_nothing_cached")
-        if cached is None:
-            try:
-                self.signature.bind()
-                cached = True
-            except TypeError:
-                cached = False
-            object.__setattr__(self, "_binds_nothing_cached", cached)
-        return cached
+        """Whether a call without arguments binds (every parameter optional)."""
+        try:
+            self.signature.bind()
+        except TypeError:
+            return False
+        return True
 
     def _require_round_trips(self, arguments: dict[str, Any]) -> None:
         """Raise naming the first bound argument that is not JSON or does not survive a round trip."""
