@@ -22,7 +22,7 @@ def uuid7() -> uuid.UUID:
 
 #: Of the 80 bits after the milliseconds, the ones that stay random (not version nor variant).
 _RANDOM_BITS = ((1 << 80) - 1) & ~(0xF << 76) & ~(0x3 << 62)
-#: Version 7 and the RFC 4122 variant.
+#: Version 7 (bits 76 to 79) and the standard variant, binary 10 (bits 62 and 63).
 _VERSION_AND_VARIANT = 0x7 << 76 | 0x2 << 62
 
 
