@@ -537,7 +537,9 @@ class Session(threading.Thread):
     """One thread with its own database session, driven step by step by the test.
 
     It goes by its name as its ``application_name``, which also finds its server process behind
-    a transaction-mode pooler (PgBouncer re-applies the name to whichever server serves it).
+    a transaction-mode pooler (PgBouncer re-applies the name to whichever server serves it). Behind
+    one the name also stays on the server processes that served the session before and went back
+    to the pool, idle: a lookup by name can find several processes, only one of them this session's.
     """
 
     def __init__(self, name: str, body: Callable[[Session], Any]) -> None:
@@ -566,18 +568,23 @@ class Session(threading.Thread):
 
 
 def wait_until_blocked(session: Session, timeout: float = 30.0) -> None:
-    """Wait until ``session``'s backend is waiting on a lock."""
+    """Wait until ``session``'s backend is waiting on a lock.
+
+    Asks whether *any* process of that name waits on a lock, never what "the" process of that name
+    is doing: behind PgBouncer an idle process the session used before keeps its name (see
+    :class:`Session`).
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert session.is_alive(), session.error
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT wait_event_type FROM pg_stat_activity "
-                "WHERE datname = current_database() AND application_name = %s",
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = %s AND wait_event_type = 'Lock')",
                 [session.name],
             )
-            found = cursor.fetchone()
-        if found and found[0] == "Lock":
+            (blocked,) = cursor.fetchone()
+        if blocked:
             return
         time.sleep(0.01)
     raise AssertionError(f"{session.name} never blocked on a lock")
