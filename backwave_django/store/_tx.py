@@ -8,6 +8,7 @@ when the database picked it as a deadlock victim, so callers never see one.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -148,11 +149,58 @@ def uses_postgres_statements(using: str) -> bool:
 
 
 def fetch_bound(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Run one of the PostgreSQL statements with its parameters bound on the server; fetch its rows."""
-    with server_cursor(using) as cursor:
+    """Run one of the PostgreSQL statements with its parameters bound on the server; fetch its rows.
+
+    When nothing watches the connection's statements (no execute wrapper, no query log: not
+    ``DEBUG``, not ``assertNumQueries``) it runs on the connection's :func:`reused_cursor`, with
+    the same broken-transaction check and error translation as Django's cursors, instead of a
+    new wrapped cursor per call (about 30 µs less client CPU per statement). Otherwise on
+    :func:`server_cursor`, so that whatever watches sees it.
+    """
+    connection = connections[using]
+    rows: list[tuple[Any, ...]]
+    if watched(connection):
+        with server_cursor(using) as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            return rows
+    cursor = reused_cursor(connection, BOUND_SLOT)
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors:
         cursor.execute(sql, params)
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
-        return rows
+        rows = cursor.fetchall()
+    return rows
+
+
+def watched(connection: Any) -> bool:
+    """Whether something watches this connection's statements: an execute wrapper, or the query
+    log (``DEBUG``, ``assertNumQueries``). Only then do the hot paths pay for Django's wrappers."""
+    return bool(connection.execute_wrappers) or connection.queries_logged
+
+
+#: The slot of :func:`reused_cursor` that :func:`fetch_bound` runs on; a pipelined transaction's
+#: cursors take the slots after it, so a statement run between never overwrites their results.
+BOUND_SLOT = 0
+
+
+def reused_cursor(connection: Any, slot: int) -> Any:
+    """The plain psycopg cursor in ``slot`` of the Django connection's (one set per thread, as the
+    connection is), made again when the connection was: a cursor is cheap to run again, not to
+    make (its results stay until it runs again, so each user of a slot fetches before the next)."""
+    import psycopg  # only PostgreSQL projects have it
+
+    connection.ensure_connection()
+    raw = connection.connection
+    held: tuple[Any, list[Any]] | None = getattr(connection, "_backwave_cursors", None)
+    if held is None or held[0] is not raw:
+        held = (raw, [])
+        connection._backwave_cursors = held
+    cursors = held[1]
+    while len(cursors) <= slot:
+        cursors.append(psycopg.Cursor(raw))
+    if cursors[slot].closed:
+        cursors[slot] = psycopg.Cursor(raw)
+    return cursors[slot]
 
 
 @contextmanager
@@ -179,7 +227,9 @@ def server_cursor(using: str) -> Iterator[Any]:
 def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
     """A transaction that a hot-path function begins and ends itself, with SQL, so that several
     statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
-    the connection and a factory of (Django-wrapped) cursors on it.
+    the connection and a factory of cursors on it, each call a different one: the connection's
+    :func:`reused_cursor` slots, or new Django-wrapped cursors when the connection is
+    :func:`watched`.
 
     Only for a transaction of its own (never inside the caller's ``atomic()``: Django's
     connection stays in autocommit mode throughout, and nothing here uses savepoints). Errors come
@@ -190,9 +240,14 @@ def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Calla
     connection = connections[using]
     connection.ensure_connection()
     raw: Any = connection.connection
+    if watched(connection):
+        factory: Callable[[], Any] = lambda: wrapped_cursor(connection, psycopg.Cursor(raw))  # noqa: E731
+    else:
+        slots = itertools.count(BOUND_SLOT + 1)
+        factory = lambda: reused_cursor(connection, next(slots))  # noqa: E731
     with connection.wrap_database_errors:
         try:
-            yield raw.pipeline, lambda: wrapped_cursor(connection, psycopg.Cursor(raw))
+            yield raw.pipeline, factory
         except BaseException:
             if raw.pgconn.transaction_status in (
                 psycopg.pq.TransactionStatus.INTRANS,
