@@ -148,8 +148,9 @@ def uses_postgres_statements(using: str) -> bool:
     return is_psycopg3
 
 
-def fetch_bound(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+def fetch_bound(using: str, sql: str, params: dict[str, Any], *, jobs: int) -> list[tuple[Any, ...]]:
     """Run one of the PostgreSQL statements with its parameters bound on the server; fetch its rows.
+    ``jobs`` is how many jobs the statement is about (see :func:`keeps_cursors`).
 
     When nothing watches the connection's statements (no execute wrapper, no query log: not
     ``DEBUG``, not ``assertNumQueries``) it runs on the connection's :func:`reused_cursor`, with
@@ -166,9 +167,13 @@ def fetch_bound(using: str, sql: str, params: dict[str, Any]) -> list[tuple[Any,
             return rows
     cursor = reused_cursor(connection, BOUND_SLOT)
     connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    try:
+        with connection.wrap_database_errors:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    finally:
+        if not keeps_cursors(jobs):
+            let_go(connection, [BOUND_SLOT])
     return rows
 
 
@@ -178,6 +183,14 @@ def watched(connection: Any) -> bool:
     return bool(connection.execute_wrappers) or connection.queries_logged
 
 
+def keeps_cursors(jobs: int) -> bool:
+    """Whether the cursors of a statement or transaction about ``jobs`` jobs are kept for the
+    next one. A cursor holds its last statement's parameters and rows until it runs again; kept
+    only after one job's, what it holds stays within one job's payload and output, never a
+    batch's (up to a thousand payloads for an ``enqueue_many``)."""
+    return jobs <= 1
+
+
 #: The slot of :func:`reused_cursor` that :func:`fetch_bound` runs on; a pipelined transaction's
 #: cursors take the slots after it, so a statement run between never overwrites their results.
 BOUND_SLOT = 0
@@ -185,8 +198,9 @@ BOUND_SLOT = 0
 
 def reused_cursor(connection: Any, slot: int) -> Any:
     """The plain psycopg cursor in ``slot`` of the Django connection's (one set per thread, as the
-    connection is), made again when the connection was: a cursor is cheap to run again, not to
-    make (its results stay until it runs again, so each user of a slot fetches before the next)."""
+    connection is), made again when the connection was, or when it was let go: a cursor is cheap
+    to run again, not to make (its results stay until it runs again, so each user of a slot
+    fetches before the next)."""
     import psycopg  # only PostgreSQL projects have it
 
     connection.ensure_connection()
@@ -197,10 +211,19 @@ def reused_cursor(connection: Any, slot: int) -> Any:
         connection._backwave_cursors = held
     cursors = held[1]
     while len(cursors) <= slot:
-        cursors.append(psycopg.Cursor(raw))
-    if cursors[slot].closed:
-        cursors[slot] = psycopg.Cursor(raw)
-    return cursors[slot]
+        cursors.append(None)
+    cursor = cursors[slot]
+    if cursor is None or cursor.closed:
+        cursor = cursors[slot] = psycopg.Cursor(raw)
+    return cursor
+
+
+def let_go(connection: Any, slots: Iterable[int]) -> None:
+    """Drop the cursors in these slots, and with them what their last statements sent and got."""
+    held: tuple[Any, list[Any]] | None = getattr(connection, "_backwave_cursors", None)
+    if held is not None:
+        for slot in slots:
+            held[1][slot] = None
 
 
 @contextmanager
@@ -224,11 +247,12 @@ def server_cursor(using: str) -> Iterator[Any]:
 
 
 @contextmanager
-def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
+def pipelined_transaction(using: str, *, jobs: int) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
     """A transaction that a hot-path function begins and ends itself, with SQL, so that several
     statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
     the connection and a factory of cursors on it, each call a different one: the connection's
-    :func:`reused_cursor` slots, or new Django-wrapped cursors when the connection is
+    :func:`reused_cursor` slots (kept afterwards only if :func:`keeps_cursors` says so for the
+    ``jobs`` the transaction is about), or new Django-wrapped cursors when the connection is
     :func:`watched`.
 
     Only for a transaction of its own (never inside the caller's ``atomic()``: Django's
@@ -240,11 +264,16 @@ def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Calla
     connection = connections[using]
     connection.ensure_connection()
     raw: Any = connection.connection
+    handed: list[int] = []
     if watched(connection):
         factory: Callable[[], Any] = lambda: wrapped_cursor(connection, psycopg.Cursor(raw))  # noqa: E731
     else:
         slots = itertools.count(BOUND_SLOT + 1)
-        factory = lambda: reused_cursor(connection, next(slots))  # noqa: E731
+
+        def factory() -> Any:
+            handed.append(next(slots))
+            return reused_cursor(connection, handed[-1])
+
     with connection.wrap_database_errors:
         try:
             yield raw.pipeline, factory
@@ -255,6 +284,9 @@ def pipelined_transaction(using: str) -> Iterator[tuple[Callable[[], Any], Calla
             ):
                 raw.execute("ROLLBACK")
             raise
+        finally:
+            if not keeps_cursors(jobs):
+                let_go(connection, handed)
 
 
 def wrapped_cursor(connection: Any, raw: Any) -> Any:

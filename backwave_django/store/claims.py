@@ -96,7 +96,9 @@ def claim(
                 take = _take(limit - len(claimed), gates[queue])
                 if take > 0:
                     params = _claim_params(take, worker_id, expiry, now, settings)
-                    rows = fetch_bound(using, CLAIM, {**params, "queue": queue, "before": [], "through": []})
+                    rows = fetch_bound(
+                        using, CLAIM, {**params, "queue": queue, "before": [], "through": []}, jobs=take
+                    )
                     claimed += _claimed_jobs(rows, worker_id, expiry)
             return claimed
         return _claim_portable(using, served, limit, gates, worker_id=worker_id, expiry=expiry, now=now)
@@ -376,7 +378,7 @@ def _claim_pipelined(
     on, and returns its index so that :func:`claim` serves the rest on the exact path.
     """
     common = _claim_params(take, worker_id, expiry, now, settings)
-    with pipelined_transaction(using) as (pipeline, cursor):
+    with pipelined_transaction(using, jobs=take) as (pipeline, cursor):
         control, opening, *claims = (cursor() for _ in range(2 + len(queues)))
         with pipeline():
             control.execute("BEGIN")

@@ -464,7 +464,7 @@ def _enqueue_without_parents(
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
     statement, params, first = _insert_statement(jobs, results, now, settings)
-    rows = fetch_bound(using, statement, params) if first else []
+    rows = fetch_bound(using, statement, params, jobs=len(first)) if first else []
     return _enqueued(jobs, results, first, rows)
 
 
@@ -501,7 +501,7 @@ def _enqueue_unique(
         return _standing_for(enqueued, stands_for)
 
     def own() -> list[Enqueued]:
-        with pipelined_transaction(using) as (pipeline, cursor):
+        with pipelined_transaction(using, jobs=len(jobs)) as (pipeline, cursor):
             control, locking, looking, inserting = cursor(), cursor(), cursor(), cursor()
             with pipeline():
                 control.execute("BEGIN")

@@ -275,11 +275,14 @@ def _report_statement(
     using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
 ) -> list[OutcomeResult]:
     """The batch as one :data:`REPORT` inside a transaction, then the dependents' latches."""
-    rows = fetch_bound(using, REPORT, _report_params(reports, now, settings))
+    rows = fetch_bound(using, REPORT, _report_params(reports, now, settings), jobs=len(reports))
     ended = [sequence for _, sequence, state in rows if JobState(state).is_terminal]
     with_children: set[int] = set()
     if ended:
-        with_children = {parent for (parent,) in fetch_bound(using, PARENTS_WITH_CHILDREN, {"ended": ended})}
+        with_children = {
+            parent
+            for (parent,) in fetch_bound(using, PARENTS_WITH_CHILDREN, {"ended": ended}, jobs=len(ended))
+        }
     # Parents that just ended and have waiting children: resolve their latches (rare; the ORM path).
     parents = [
         (_ended_row(sequence, job_id, state, now), JobState(state))
@@ -329,7 +332,7 @@ def _report_pipelined(
     rolled back and None returned: :func:`report_outcomes` then writes it on the statement path.
     """
     params = _report_params(reports, now, settings)
-    with pipelined_transaction(using) as (pipeline, cursor):
+    with pipelined_transaction(using, jobs=len(reports)) as (pipeline, cursor):
         control, report, parents = cursor(), cursor(), cursor()
         with pipeline():
             control.execute("BEGIN")

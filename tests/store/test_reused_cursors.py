@@ -21,29 +21,50 @@ USING = "default"
 
 
 def test_statements_reuse_one_cursor_per_connection_and_a_new_connection_gets_new_ones() -> None:
-    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 1}) == [(1,)]
+    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 1}, jobs=1) == [(1,)]
     first = reused_cursor(connection, BOUND_SLOT)
-    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 2}) == [(2,)]
+    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 2}, jobs=1) == [(2,)]
     assert reused_cursor(connection, BOUND_SLOT) is first
     connection.close()
-    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 3}) == [(3,)]
+    assert fetch_bound(USING, "SELECT %(x)s::int", {"x": 3}, jobs=1) == [(3,)]
     second = reused_cursor(connection, BOUND_SLOT)
     assert second is not first
     assert second.connection is connection.connection
 
 
 def test_a_pipelined_transaction_hands_out_a_different_cursor_each_call_never_the_bound_one() -> None:
-    with pipelined_transaction(USING) as (pipeline, cursor):
+    with pipelined_transaction(USING, jobs=1) as (pipeline, cursor):
         handed = [cursor(), cursor(), cursor()]
         with pipeline():
             for index, each in enumerate(handed):
                 each.execute("SELECT %(x)s::int", {"x": index})
         # A statement between the pipeline's and its fetches leaves their results alone.
-        assert fetch_bound(USING, "SELECT 42", {}) == [(42,)]
+        assert fetch_bound(USING, "SELECT 42", {}, jobs=1) == [(42,)]
         assert [each.fetchall() for each in handed] == [[(0,)], [(1,)], [(2,)]]
     assert len({id(each) for each in handed} | {id(reused_cursor(connection, BOUND_SLOT))}) == 4
-    with pipelined_transaction(USING) as (_, cursor):
+    with pipelined_transaction(USING, jobs=1) as (_, cursor):
         assert cursor() is handed[0]  # the next transaction reuses them
+
+
+def test_a_statement_or_transaction_about_a_batch_lets_its_cursors_go() -> None:
+    """A kept cursor holds its last parameters and rows: only a single job's are kept that way."""
+    big = "x" * 100_000
+    assert fetch_bound(USING, "SELECT length(%(big)s)", {"big": big}, jobs=1) == [(100_000,)]
+    kept = reused_cursor(connection, BOUND_SLOT)
+    assert fetch_bound(USING, "SELECT length(%(big)s)", {"big": big}, jobs=1000) == [(100_000,)]
+    assert reused_cursor(connection, BOUND_SLOT) is not kept  # let go after the batch
+    with pipelined_transaction(USING, jobs=1) as (_, cursor):
+        single = [cursor(), cursor()]
+    with pipelined_transaction(USING, jobs=32) as (_, cursor):
+        assert [cursor(), cursor()] == single  # the kept ones, run again...
+    with pipelined_transaction(USING, jobs=1) as (_, cursor):
+        again = [cursor(), cursor()]
+    assert not {id(c) for c in again} & {id(c) for c in single}  # ...and let go after the batch
+    # A failed statement lets its batch go too.
+    batch = reused_cursor(connection, BOUND_SLOT)
+    with pytest.raises(DatabaseError):
+        fetch_bound(USING, "SELECT 1 / %(zero)s::int", {"zero": 0}, jobs=2)
+    assert reused_cursor(connection, BOUND_SLOT) is not batch
 
 
 def test_errors_come_out_as_django_s_and_a_broken_transaction_is_refused() -> None:
@@ -55,15 +76,15 @@ def test_errors_come_out_as_django_s_and_a_broken_transaction_is_refused() -> No
         "FROM backwave_django_jobrecord WHERE job_id = %(job)s RETURNING 1"
     )
     with pytest.raises(IntegrityError):  # the same sequence again: the primary key refuses it
-        fetch_bound(USING, insert, {"job": job})
+        fetch_bound(USING, insert, {"job": job}, jobs=1)
     with transaction.atomic():
         with pytest.raises(DatabaseError), transaction.atomic(savepoint=False):
-            fetch_bound(USING, "SELECT 1 / %(zero)s::int", {"zero": 0})
+            fetch_bound(USING, "SELECT 1 / %(zero)s::int", {"zero": 0}, jobs=1)
         # Django's rule: once an error left an atomic block without a savepoint, no statement
         # until the outer block is rolled back.
         with pytest.raises(TransactionManagementError):
-            fetch_bound(USING, "SELECT 1", {})
-    assert fetch_bound(USING, "SELECT 1", {}) == [(1,)]  # the connection is usable again
+            fetch_bound(USING, "SELECT 1", {}, jobs=1)
+    assert fetch_bound(USING, "SELECT 1", {}, jobs=1) == [(1,)]  # the connection is usable again
 
 
 def test_a_watched_connection_sees_every_hot_path_statement() -> None:
@@ -71,7 +92,7 @@ def test_a_watched_connection_sees_every_hot_path_statement() -> None:
 
     def hot_path() -> Any:
         claimed = store.claim(worker_id=WORKER, queues=["q"], max_jobs=4, lease_duration=LEASE, now=T0)
-        fetch_bound(USING, "SELECT 7", {})
+        fetch_bound(USING, "SELECT 7", {}, jobs=1)
         return claimed
 
     with CaptureQueriesContext(connection) as captured:
