@@ -1,8 +1,10 @@
 """The tables. No behaviour lives here beyond display helpers: every write goes through ``store``.
 
-Foreign keys use ``DO_NOTHING``: the store deletes a job's transitions, tags and edges itself in
+The foreign keys to the job use ``DO_NOTHING``: the store deletes a job's tags and edges itself in
 the same transaction (one statement per table), which is both faster than Django's collector and
-keeps purge from ever tripping over a dangling edge.
+keeps purge from ever tripping over a dangling edge. The transition log's relation is the
+exception: it has no constraint in the database (see :class:`JobTransition`), so its ``CASCADE``
+is what deletes a job's entries with it.
 """
 
 from __future__ import annotations
@@ -137,9 +139,17 @@ class JobTransition(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    # Indexed by the (job, ordinal) unique constraint.
+    # Indexed by the (job, ordinal) unique constraint. No constraint in the database: the store
+    # writes an entry only in the statement that inserts or updates its job row, taking the job's
+    # key from that statement's own rows, and a deferred check per entry cost about a seventh of
+    # PostgreSQL's work per processed job (docs/performance.md, "The transition log's foreign
+    # key"). Django deletes a job's entries with it (CASCADE); the store's purge does it itself.
     job = models.ForeignKey(
-        JobRecord, on_delete=models.DO_NOTHING, related_name="transitions", db_index=False
+        JobRecord,
+        on_delete=models.CASCADE,
+        related_name="transitions",
+        db_index=False,
+        db_constraint=False,
     )
     ordinal = models.PositiveIntegerField()
     recorded_at = models.DateTimeField()

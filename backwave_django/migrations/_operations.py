@@ -44,3 +44,17 @@ class RemoveIndexWithoutBlocking(migrations.RemoveIndex):
             index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
             concurrently = schema_editor.connection.vendor == "postgresql"
             schema_editor.add_index(model, index, **({"concurrently": True} if concurrently else {}))
+
+
+class AlterFieldOutsideSQLite(migrations.AlterField):
+    """``AlterField`` whose database change is skipped on SQLite, where Django makes any change to
+    a column by copying the whole table into a new one: slow on a large log, and the copy would
+    lose the indexes made with SQL in other migrations. The model state changes everywhere."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)

@@ -71,6 +71,27 @@ def test_a_purged_id_can_be_enqueued_again():
     assert store.enqueue(new_job(job_id=job_id), now=T0).name == "OK"
 
 
+def test_a_job_row_deleted_outside_the_store_takes_its_log_with_it():
+    # The log's relation has no constraint in the database (migration 0016); CASCADE keeps
+    # "deleted with the job" for any delete through Django.
+    gone, kept = _ended(), enqueue(queue="other")
+    JobRecord.objects.filter(job_id=gone).delete()
+    assert set(JobTransition.objects.values_list("job__job_id", flat=True)) == {kept}
+    assert not JobTransition.objects.exclude(job__in=JobRecord.objects.all()).exists()
+
+
+def test_purge_reads_only_the_keys_of_the_jobs_it_deletes():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    job_id = _ended(payload={"big": "x" * 1000})
+    with CaptureQueriesContext(connection) as captured:
+        assert store.purge_terminal(OK_CLASS, terminal_before=T0) == 1
+    assert not JobRecord.objects.filter(job_id=job_id).exists()
+    assert not JobTransition.objects.exists()
+    assert not [q["sql"] for q in captured.captured_queries if '"payload"' in q["sql"]]
+
+
 def test_purge_refuses_bad_arguments():
     from datetime import datetime
 
