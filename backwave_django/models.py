@@ -135,15 +135,16 @@ class JobTransition(models.Model):
     ``position`` is the global delivery order that observers walk: null until the log sequencer
     numbers the entry, after its transaction committed, so that a later commit always gets a
     higher position (see docs/observers.md). Its indexes are created per database by migration
-    0010 (not declared here).
+    0011 (not declared here).
     """
 
     id = models.BigAutoField(primary_key=True)
-    # Indexed by the (job, ordinal) unique constraint. No constraint in the database: the store
-    # writes an entry only in the statement that inserts or updates its job row, taking the job's
-    # key from that statement's own rows, and a deferred check per entry cost about a seventh of
-    # PostgreSQL's work per processed job (docs/performance.md, "The transition log's foreign
-    # key"). Django deletes a job's entries with it (CASCADE); the store's purge does it itself.
+    # Indexed by the (job, ordinal) unique constraint. No constraint in the database (SQLite keeps
+    # the one it had; migration 0016): the store writes an entry only in the statement that
+    # inserts or updates its job row, taking the job's key from that statement's own rows, and a
+    # deferred check per entry cost about a fifth of PostgreSQL's work per processed job
+    # (docs/performance.md, "The transition log's foreign key"). Django's CASCADE deletes a job's
+    # entries with it, in the purge as anywhere else.
     job = models.ForeignKey(
         JobRecord,
         on_delete=models.CASCADE,

@@ -2,10 +2,10 @@
 
 Every entry is written by the store in the statement that inserts or updates its job row, from
 that statement's own rows, so the deferred check PostgreSQL ran for each entry at commit (an index
-probe and a row lock on the job) proved nothing the statement had not; it cost about a seventh of
-PostgreSQL's work per processed job and a fifth of a bulk enqueue's statement
-(docs/performance.md, "The transition log's foreign key"). Entries still go with their job: the
-purge deletes them, and Django's ``CASCADE`` does for any other delete of a job row.
+probe and a row lock on the job) proved nothing the statement had not; it cost about a fifth of
+PostgreSQL's work per processed job and of a bulk enqueue's statement and commit
+(docs/performance.md, "The transition log's foreign key"). Entries still go with their job:
+Django's ``CASCADE`` deletes them, in the purge and in any other delete of job rows through Django.
 
 Additive: dropping a foreign-key constraint takes a brief lock on both tables on PostgreSQL and
 MariaDB and reads no rows. SQLite keeps its constraint (its check is a cheap in-process lookup,
