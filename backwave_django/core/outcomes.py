@@ -149,7 +149,7 @@ class OutcomeEffect:
 def outcome_effect(outcome: Outcome) -> OutcomeEffect:
     """The state, retry instant, cause and cancel-flag change an attempt's outcome leads to."""
     if isinstance(outcome, Success):
-        return OutcomeEffect(JobState.SUCCEEDED, None, None, clears_cancel=False, records_failure=False)
+        return _SUCCEEDED
     if isinstance(outcome, Failure):
         if outcome.next_due_time is not None:
             return OutcomeEffect(
@@ -176,6 +176,10 @@ def outcome_effect(outcome: Outcome) -> OutcomeEffect:
             JobState.QUARANTINED, None, outcome.reason, clears_cancel=False, records_failure=False
         )
     raise TypeError(f"not an outcome: {outcome!r}")
+
+
+#: Every Success leads to the same effect (the values are immutable): one, not one per outcome.
+_SUCCEEDED = OutcomeEffect(JobState.SUCCEEDED, None, None, clears_cancel=False, records_failure=False)
 
 
 # --- Inputs -----------------------------------------------------------------------------------
@@ -318,9 +322,10 @@ class OutcomeReport:
             )
         if self.failure_detail is not None:
             _require_str("failure_detail", self.failure_detail, allow_empty=True)
-        object.__setattr__(
-            self, "added_tags", tuple(tag_from_pair(p) for p in normalize_tags(self.added_tags))
-        )
+        if self.added_tags != ():  # (the empty tuple is already in its normal form)
+            object.__setattr__(
+                self, "added_tags", tuple(tag_from_pair(p) for p in normalize_tags(self.added_tags))
+            )
         if self.output is not None:
             _require_json("output", self.output)
         if self.progress is not None:

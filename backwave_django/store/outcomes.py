@@ -218,7 +218,7 @@ PARENTS_WITH_CHILDREN = f"SELECT DISTINCT parent_id FROM {EDGES} WHERE parent_id
 #: the planner would walk the terminal jobs' partial index instead, reading every retained one.
 ENDED_WITH_CHILDREN = f"""
 WITH reported AS MATERIALIZED (
-    SELECT sequence, state, xmin FROM {JOBS} WHERE job_id = ANY(%(ids)s)
+    SELECT sequence, state, xmin FROM {JOBS} WHERE job_id = ANY(%(ids)s::uuid[])
 )
 SELECT 1 FROM reported AS j
 WHERE j.state IN {TERMINAL} AND j.xmin = pg_current_xact_id_if_assigned()::xid
@@ -227,19 +227,26 @@ LIMIT 1
 """
 
 
-def _report_params(reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings) -> dict[str, Any]:
-    """The parameters of :data:`REPORT`: each report's columns worked out by ``outcome_effect``.
+def _report_params(
+    reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
+) -> tuple[dict[str, Any], str]:
+    """The parameters of :data:`REPORT`, each report's columns worked out by ``outcome_effect``,
+    and the reports' job ids as a PostgreSQL array literal (for :data:`ENDED_WITH_CHILDREN`).
 
     The batch is JSON-encoded here (in C) and parsed on the server: far cheaper than quoting nine
-    arrays of values in Python.
+    arrays of values in Python; the ids, already text for the batch, are joined rather than
+    dumped again as an array of UUIDs.
     """
     keep_detail = settings.history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL
     batch: list[dict[str, Any]] = []
     tags: list[dict[str, str]] = []
+    ids: list[str] = []
     for report in reports:
         effect = outcome_effect(report.outcome)
+        job_id = str(report.job_id)
+        ids.append(job_id)
         row: dict[str, Any] = {
-            "job_id": str(report.job_id),
+            "job_id": job_id,
             "worker_id": report.worker_id,
             "attempt": report.attempt,
             "state": int(effect.state),
@@ -257,25 +264,25 @@ def _report_params(reports: list[OutcomeReport], now: datetime, settings: BackWa
         if effect.records_failure and keep_detail and report.failure_detail is not None:
             row["detail"] = truncate_utf8(report.failure_detail, settings.max_failure_detail_bytes)
         batch.append(row)
-        tags.extend(
-            {"job_id": row["job_id"], "key": key, "value": value}
-            for key, value in normalize_tags(report.added_tags)
-        )
-    return {
+        if report.added_tags:
+            pairs = normalize_tags(report.added_tags)
+            tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in pairs)
+    params = {
         "now": now,
         "history": settings.history is not HistoryPolicy.OFF,
         "cap": settings.max_transitions_per_job,
         "default_max_attempts": settings.retry.max_attempts,
         "batch": json.dumps(batch),
-        "tags": json.dumps(tags),
+        "tags": json.dumps(tags) if tags else "[]",
     }
+    return params, "{" + ",".join(ids) + "}"
 
 
 def _report_statement(
     using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
 ) -> list[OutcomeResult]:
     """The batch as one :data:`REPORT` inside a transaction, then the dependents' latches."""
-    rows = fetch_bound(using, REPORT, _report_params(reports, now, settings), jobs=len(reports))
+    rows = fetch_bound(using, REPORT, _report_params(reports, now, settings)[0], jobs=len(reports))
     ended = [sequence for _, sequence, state in rows if JobState(state).is_terminal]
     with_children: set[int] = set()
     if ended:
@@ -331,13 +338,13 @@ def _report_pipelined(
     dependents' latches must be resolved in the same transaction, through the ORM), the batch is
     rolled back and None returned: :func:`report_outcomes` then writes it on the statement path.
     """
-    params = _report_params(reports, now, settings)
+    params, ids = _report_params(reports, now, settings)
     with pipelined_transaction(using, jobs=len(reports)) as (pipeline, cursor):
         control, report, parents = cursor(), cursor(), cursor()
         with pipeline():
             control.execute("BEGIN")
             report.execute(REPORT, params)
-            parents.execute(ENDED_WITH_CHILDREN, {"ids": [r.job_id for r in reports]})
+            parents.execute(ENDED_WITH_CHILDREN, {"ids": ids})
         if parents.fetchall():
             control.execute("ROLLBACK")
             return None

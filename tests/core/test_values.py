@@ -66,6 +66,17 @@ def test_new_job_refuses_malformed_fields(kwargs, error, message):
         _job(**kwargs)
 
 
+def test_outcome_report_tags_come_out_normalized_whatever_the_collection():
+    def report(tags):
+        return OutcomeReport(job_id=uuid.uuid4(), worker_id="w", attempt=1, outcome=Success(), added_tags=tags)
+
+    assert report(()).added_tags == ()
+    assert report([]).added_tags == ()
+    assert report(["a", ("k", "v"), "a"]).added_tags == ("a", ("k", "v"))
+    with pytest.raises(TypeError, match="not a single string"):
+        report("")
+
+
 def test_outcome_report_refuses_malformed_fields():
     with pytest.raises(TypeError, match="outcome must be"):
         OutcomeReport(job_id=uuid.uuid4(), worker_id="w", attempt=1, outcome="ok")  # type: ignore[arg-type]
