@@ -276,6 +276,8 @@ class JobDefinition(Generic[P, R]):
         args, kwargs = payload["args"], payload["kwargs"]
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise PayloadError("'args' must be a list and 'kwargs' an object")
+        if not args and not kwargs and self._binds_nothing:
+            return args, kwargs
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
