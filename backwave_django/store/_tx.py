@@ -248,7 +248,8 @@ def server_cursor(using: str) -> Iterator[Any]:
 
 @contextmanager
 def pipelined_transaction(using: str, *, jobs: int) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
-    """A transaction that a hot-path function begins and ends itself, with SQL, so that several
+    """A transaction that a hot-path function begins and ends itself (with SQL, or as the
+    statements before one pipeline Sync, which PostgreSQL runs as one transaction), so that several
     statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
     the connection and a factory of cursors on it, each call a different one: the connection's
     :func:`reused_cursor` slots (kept afterwards only if :func:`keeps_cursors` says so for the

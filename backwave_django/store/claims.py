@@ -7,7 +7,7 @@ Three shapes of one operation, equivalent by test (the same suites run against e
 * on PostgreSQL inside the caller's transaction, or for a queue with a concurrency limit: the
   queue gates read exactly (:func:`queue_gates`), then one :data:`CLAIM` statement per queue;
 * on PostgreSQL as a transaction of its own (the worker's case): :func:`_claim_pipelined` sends
-  ``BEGIN``, the queue locks, one :data:`CLAIM` per queue and ``COMMIT`` in one round trip.
+  the queue locks and one :data:`CLAIM` per queue in one round trip, as one transaction.
 """
 
 from __future__ import annotations
@@ -369,24 +369,25 @@ def _claim_pipelined(
 ) -> tuple[list[ClaimedJob], int | None]:
     """A claim that is its own transaction, sent to PostgreSQL in one round trip.
 
-    ``BEGIN``, the asynchronous commit and the shared queue locks (with a look at which queues
-    are limited), one :data:`CLAIM` per queue and ``COMMIT`` go out together in psycopg's
-    pipeline mode, and the server runs them in order; the worker waits once instead of four
-    times. Each claim statement works out its own batch size (paused queues take nothing, and
+    The asynchronous commit and the shared queue locks (with a look at which queues are
+    limited) and one :data:`CLAIM` per queue go out together in psycopg's pipeline mode, and the
+    server runs them in order; the worker waits once instead of four times. They need no
+    ``BEGIN`` and ``COMMIT``: in a pipeline, the statements before its Sync are one transaction,
+    committed at the Sync (or rolled back there, with the statements after a failed one
+    skipped), and the locks and the local setting last until then (two statements fewer, for
+    the client and for the server). Each claim statement works out its own batch size (paused queues take nothing, and
     later queues take what earlier ones left). Queues with a concurrency limit need the exact,
     locked count of :func:`queue_gates`: the pipeline takes nothing from the first such queue
     on, and returns its index so that :func:`claim` serves the rest on the exact path.
     """
     common = _claim_params(take, worker_id, expiry, now, settings)
     with pipelined_transaction(using, jobs=take) as (pipeline, cursor):
-        control, opening, *claims = (cursor() for _ in range(2 + len(queues)))
-        with pipeline():
-            control.execute("BEGIN")
+        opening, *claims = (cursor() for _ in range(1 + len(queues)))
+        with pipeline():  # one transaction: its Sync, at the end of the block, commits it
             opening.execute(PIPELINED_OPEN, {"queue_keys": queue_keys(queues), "queues": queues})
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"queue": queue, "before": queues[:index], "through": queues[: index + 1]}
                 claim_cursor.execute(CLAIM, {**common, **bounds})
-            control.execute("COMMIT")
         limited = set(opening.fetchone()[-1])
         claimed = [job for c in claims for job in _claimed_jobs(c.fetchall(), worker_id, expiry)]
     limited_from = next((index for index, queue in enumerate(queues) if queue in limited), None)

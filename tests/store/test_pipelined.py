@@ -1,7 +1,8 @@
 """Claims and outcome batches that are their own transaction on PostgreSQL, pipelined.
 
-A claim's ``BEGIN``, queue locks, settings, one claim statement per queue and ``COMMIT`` go out
-together (psycopg's pipeline mode), and each claim statement works out its own batch size. An
+A claim's queue locks, settings and one claim statement per queue go out together (psycopg's
+pipeline mode) as one transaction, which the pipeline's Sync commits, and each claim statement
+works out its own batch size. An
 outcome batch's ``BEGIN``, report statement and check for waiting children go out together, and
 the ``COMMIT`` follows. These tests run outside any transaction (``transaction=True``), so the
 store takes those paths; ``test_claim.py`` and ``test_outcomes.py`` cover the same rules inside
@@ -15,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection
+from django.db import DataError, OperationalError, connection
 
 from backwave_django import JobState, store
 from backwave_django.core.outcomes import OutcomeReport, Success
@@ -53,12 +54,28 @@ def test_a_claim_is_one_transaction_sent_in_one_round_trip() -> None:
     claimed: list[Any] = []
     statements = _statements(lambda: claimed.extend(_claim(["a", "b"])))
     assert [c.job_id for c in claimed] == [job]
-    assert statements[0] == "BEGIN"
-    assert statements[-1] == "COMMIT"
-    assert "pg_advisory_xact_lock_shared" in statements[1]
+    assert "pg_advisory_xact_lock_shared" in statements[0]
     assert sum(s.startswith("WITH RECURSIVE gate") for s in statements) == 2  # one claim statement per queue
+    assert len(statements) == 3  # no BEGIN, no COMMIT: the pipeline's Sync ends the transaction
     assert _idle()
     assert row(job).state == JobState.LEASED
+
+
+def test_a_claim_that_fails_in_a_later_queue_leases_nothing_in_the_earlier_ones() -> None:
+    # The statements before the pipeline's Sync are one transaction: when the second queue's
+    # claim statement fails (here its attempt counter would overflow), the first queue's lease,
+    # already written by an earlier statement of the flight, is rolled back with it.
+    first = enqueue(queue="a")
+    broken = enqueue(queue="b")
+    JobRecord.objects.filter(job_id=broken).update(attempt=2**31 - 1)
+    with pytest.raises(DataError, match="out of range"):
+        _claim(["a", "b"])
+    assert _idle()
+    assert row(first).state == JobState.SCHEDULED
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        assert cursor.fetchone() == (0,)
+    assert [c.job_id for c in _claim(["a"])] == [first]
 
 
 def test_queues_are_served_in_order_and_later_queues_get_what_earlier_ones_left() -> None:
