@@ -375,10 +375,11 @@ def _claim_pipelined(
     ``BEGIN`` and ``COMMIT``: in a pipeline, the statements before its Sync are one transaction,
     committed at the Sync (or rolled back there, with the statements after a failed one
     skipped), and the locks and the local setting last until then (two statements fewer, for
-    the client and for the server). Each claim statement works out its own batch size (paused queues take nothing, and
-    later queues take what earlier ones left). Queues with a concurrency limit need the exact,
-    locked count of :func:`queue_gates`: the pipeline takes nothing from the first such queue
-    on, and returns its index so that :func:`claim` serves the rest on the exact path.
+    the client and for the server). Each claim statement works out its own batch size (paused
+    queues take nothing, and later queues take what earlier ones left). Queues with a concurrency
+    limit need the exact, locked count of :func:`queue_gates`: the pipeline takes nothing from the
+    first such queue on, and returns its index so that :func:`claim` serves the rest on the exact
+    path.
     """
     common = _claim_params(take, worker_id, expiry, now, settings)
     with pipelined_transaction(using, jobs=take) as (pipeline, cursor):
