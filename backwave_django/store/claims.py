@@ -371,7 +371,7 @@ def _claim_pipelined(
 
     The asynchronous commit and the shared queue locks (with a look at which queues are
     limited) and one :data:`CLAIM` per queue go out together in psycopg's pipeline mode, and the
-    server runs them in order; the worker waits once instead of four times. They need no
+    server runs them in order; the worker waits once instead of once per statement. They need no
     ``BEGIN`` and ``COMMIT``: in a pipeline, the statements before its Sync are one transaction,
     committed at the Sync (or rolled back there, with the statements after a failed one
     skipped), and the locks and the local setting last until then (two statements fewer, for
