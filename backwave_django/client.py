@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
@@ -235,15 +235,30 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
     trace_context = tracing.current_traceparent() if tracing.ENABLED else None
     if trace_context is not None and any(item.trace_context is None for item in jobs):
         require_trace_context(trace_context)  # once, not per job (NewJob.for_another does not check it)
-    for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
-        now = clock.now()
-        batch = [item.new_job(now, trace_context) for item in jobs[start : start + ENQUEUE_MANY_BATCH]]
-        entries = store.enqueue_batch(batch, now=now, raise_refusals=True)
-        receipts += [EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result) for entry in entries]
+
+    def batches() -> Iterator[tuple[list[NewJob], datetime]]:
+        # Built one at a time, as the store asks: on PostgreSQL while the database writes the last.
+        for start in range(0, len(jobs), ENQUEUE_MANY_BATCH):
+            now = clock.now()
+            yield [item.new_job(now, trace_context) for item in jobs[start : start + ENQUEUE_MANY_BATCH]], now
+
+    def written(entries: list[store.Enqueued]) -> None:
+        start = len(receipts)
+        receipts.extend(EnqueueReceipt(job_id=entry.job_id, enqueue_result=entry.result) for entry in entries)
         if signals.job_enqueued.has_listeners():
             announce_enqueued(
                 [item for item, e in zip(jobs[start:], entries, strict=False) if e.result is EnqueueResult.OK]
             )
+
+    if len(jobs) <= ENQUEUE_MANY_BATCH:  # one batch: nothing to overlap
+        now = clock.now()
+        written(
+            store.enqueue_batch(
+                [item.new_job(now, trace_context) for item in jobs], now=now, raise_refusals=True
+            )
+        )
+    else:
+        store.enqueue_batches(batches(), written=written, raise_refusals=True)
     return receipts
 
 

@@ -19,7 +19,15 @@ from __future__ import annotations
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
 from .claims import claim
-from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
+from .enqueueing import (
+    Enqueued,
+    check_bounds,
+    enqueue,
+    enqueue_batch,
+    enqueue_batches,
+    enqueue_many,
+    missing_jobs,
+)
 from .housekeeping import (
     count_purgeable,
     prune_workers,
@@ -61,6 +69,7 @@ __all__ = [
     "count_purgeable",
     "enqueue",
     "enqueue_batch",
+    "enqueue_batches",
     "enqueue_many",
     "enqueue_workflow",
     "expire_leases",

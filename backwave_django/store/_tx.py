@@ -247,7 +247,9 @@ def server_cursor(using: str) -> Iterator[Any]:
 
 
 @contextmanager
-def pipelined_transaction(using: str, *, jobs: int) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
+def pipelined_transaction(
+    using: str, *, jobs: int, in_callers_transaction: bool = False
+) -> Iterator[tuple[Callable[[], Any], Callable[[], Any]]]:
     """A transaction that a hot-path function begins and ends itself (with SQL, or as the
     statements before one pipeline Sync, which PostgreSQL runs as one transaction), so that several
     statements can go to the server in one round trip: yields psycopg's ``pipeline`` context of
@@ -256,9 +258,11 @@ def pipelined_transaction(using: str, *, jobs: int) -> Iterator[tuple[Callable[[
     ``jobs`` the transaction is about), or new Django-wrapped cursors when the connection is
     :func:`watched`.
 
-    Only for a transaction of its own (never inside the caller's ``atomic()``: Django's
-    connection stays in autocommit mode throughout, and nothing here uses savepoints). Errors come
-    out as Django's database exceptions; a transaction left open by one is rolled back.
+    For a transaction of its own (Django's connection stays in autocommit mode throughout, and
+    nothing here uses savepoints), unless ``in_callers_transaction``: then the statements simply
+    run in the caller's ``atomic()`` block, and an error is left for that block to roll back.
+    Errors come out as Django's database exceptions; a transaction of its own left open by one is
+    rolled back.
     """
     import psycopg  # only PostgreSQL projects have it
 
@@ -279,7 +283,7 @@ def pipelined_transaction(using: str, *, jobs: int) -> Iterator[tuple[Callable[[
         try:
             yield raw.pipeline, factory
         except BaseException:
-            if raw.pgconn.transaction_status in (
+            if not in_callers_transaction and raw.pgconn.transaction_status in (
                 psycopg.pq.TransactionStatus.INTRANS,
                 psycopg.pq.TransactionStatus.INERROR,
             ):
