@@ -17,7 +17,17 @@ def uuid7() -> uuid.UUID:
     """
     millis = time.time_ns() // 1_000_000
     random = int.from_bytes(os.urandom(10), "big") & _RANDOM_BITS
-    return uuid.UUID(int=(millis & 0xFFFF_FFFF_FFFF) << 80 | random | _VERSION_AND_VARIANT)
+    return _uuid_from_int((millis & 0xFFFF_FFFF_FFFF) << 80 | random | _VERSION_AND_VARIANT)
+
+
+def _uuid_from_int(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for a value known to be a valid 128-bit UUID, without the
+    constructor's argument checks (a third of the cost of a new job id): the two slots a
+    ``UUID`` has, set as its constructor sets them."""
+    made = object.__new__(uuid.UUID)
+    object.__setattr__(made, "int", value)
+    object.__setattr__(made, "is_safe", uuid.SafeUUID.unknown)
+    return made
 
 
 #: Of the 80 bits after the milliseconds, the ones that stay random (not version nor variant).

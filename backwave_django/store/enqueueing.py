@@ -211,17 +211,22 @@ class _OverlappedWriter:
         except BaseException:
             self.collect()
             raise
-        self.collect()
         if not first:
+            self.collect()
             self.stored.append(_enqueued(jobs, results, first, []))
             return
         control, inserting = self.cursors or self._open(len(jobs))
+        # The batch before is committed (or failed) before this one is sent; its rows are turned
+        # into entries only after, while the database writes this one.
+        previous, rows = self.in_flight, inserting.fetchall() if self.in_flight is not None else []
         if self.own:
             control.execute("BEGIN")
         inserting.execute(statement, params)
         if self.own:
             control.execute("COMMIT")
         self.in_flight = (jobs, results, first)
+        if previous is not None:
+            self.stored.append(_enqueued(*previous, rows))
 
     def collect(self) -> None:
         """Wait for the batch in flight and keep its entries."""

@@ -1,3 +1,6 @@
+import pickle
+import uuid
+
 import pytest
 
 from backwave_django.core.dispatch import ClaimBatch, StrictDispatch, WeightedDispatch, parse_weights
@@ -51,6 +54,20 @@ def test_uuid7_is_version_7_and_time_ordered():
     ids = [uuid7() for _ in range(50)]
     assert {i.version for i in ids} == {7}
     assert [i.int >> 80 for i in ids] == sorted(i.int >> 80 for i in ids)
+
+
+def test_a_uuid7_is_a_uuid_like_any_other():
+    """Built without the constructor's checks, it still equals, hashes, prints, pickles and
+    compares as the same UUID built the usual way."""
+    made = uuid7()
+    usual = uuid.UUID(int=made.int)
+    assert made == usual
+    assert hash(made) == hash(usual)
+    assert str(made) == str(usual)
+    assert made.is_safe == usual.is_safe
+    assert made.variant == uuid.RFC_4122
+    assert pickle.loads(pickle.dumps(made)) == usual
+    assert uuid.UUID(str(made)) == made
 
 
 def test_job_keys_give_stable_ids_per_wire_name():
