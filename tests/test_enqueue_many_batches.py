@@ -115,7 +115,8 @@ def test_a_database_error_in_a_later_batch_keeps_the_batches_before_it_and_the_c
     with pytest.raises(DatabaseError, match="boom refused"):
         enqueue_many(prepared)
     assert _stored_ids() == [p.job_id for p in prepared[:3]] == announced
-    assert connection.get_autocommit() and not connection.in_atomic_block
+    assert connection.get_autocommit()
+    assert not connection.in_atomic_block
     assert connection.connection.pgconn.pipeline_status == 0  # left pipeline mode
     receipt = jobs.echo.enqueue("still works")
     assert JobRecord.objects.get(job_id=receipt.job_id).state == JobState.SCHEDULED

@@ -160,7 +160,7 @@ def test_options_built_without_using_are_checked_by_every_prepare_until_fixed() 
 def test_a_payload_is_encoded_once_and_an_argument_that_changes_is_named() -> None:
     prepared = jobs.echo.prepare("ünï", 2.5, flag=True)
     assert prepared._checked is not None
-    assert prepared._checked[1] == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
+    assert prepared._payload_json == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
     with pytest.raises(TypeError, match=r"argument 'when' of job 'test\.echo' does not survive"):
         jobs.echo.prepare("ok", when={"a": (1,)})
     with pytest.raises(TypeError, match=r"argument 'args\[1\]' of job 'test\.echo' is not JSON"):
