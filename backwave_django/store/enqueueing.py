@@ -218,7 +218,8 @@ class _OverlappedWriter:
         control, inserting = self.cursors or self._open(len(jobs))
         # The batch before is committed (or failed) before this one is sent; its rows are turned
         # into entries only after, while the database writes this one.
-        previous, rows = self.in_flight, inserting.fetchall() if self.in_flight is not None else []
+        previous, self.in_flight = self.in_flight, None
+        rows = inserting.fetchall() if previous is not None else []
         if self.own:
             control.execute("BEGIN")
         inserting.execute(statement, params)
