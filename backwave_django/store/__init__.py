@@ -7,9 +7,10 @@ joins the caller's transaction when there is one (enqueue inside ``atomic()`` co
 back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations; in each, a PostgreSQL statement sits beside the portable
-ORM path it must stay equivalent to (the same tests run against both): ``enqueueing``, ``claims``,
-``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``, ``workflows``,
-``housekeeping`` and ``observers``.
+ORM path it must stay equivalent to (the same tests run against both): ``enqueueing`` (and
+``batches``: many batches of it, overlapped on PostgreSQL), ``claims``, ``leases``,
+``outcomes``, ``actions`` (operator actions), ``schedules``, ``workflows``, ``housekeeping`` and
+``observers``.
 ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
 of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 """
@@ -18,16 +19,9 @@ from __future__ import annotations
 
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
+from .batches import enqueue_batches
 from .claims import claim
-from .enqueueing import (
-    Enqueued,
-    check_bounds,
-    enqueue,
-    enqueue_batch,
-    enqueue_batches,
-    enqueue_many,
-    missing_jobs,
-)
+from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import (
     count_purgeable,
     prune_workers,

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
 from ..core.outcomes import NewJob
@@ -100,7 +99,7 @@ def enqueue_batch(
     """
     jobs = list(new_jobs)
     settings = get_settings()
-    results = _judge_bounds(jobs, now, settings, raise_refusals)
+    results = judge_bounds(jobs, now, settings, raise_refusals)
     if all(r is not None for r in results):
         return [Enqueued(r, j.job_id) for r, j in zip(results, jobs, strict=True) if r is not None]
     using = jobs_database()
@@ -120,7 +119,7 @@ def enqueue_batch(
     raise AssertionError("unreachable")
 
 
-def _judge_bounds(
+def judge_bounds(
     jobs: list[NewJob], now: datetime, settings: BackWaveSettings, raise_refusals: bool
 ) -> list[EnqueueResult | None]:
     """Each job's refusal by :func:`check_bounds`, or None; with ``raise_refusals`` the first
@@ -130,120 +129,10 @@ def _judge_bounds(
             raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
     require_aware("now", now)
     results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
-    if raise_refusals:
-        for new_job, result in zip(jobs, results, strict=True):
-            if result is not None:
-                raise EnqueueError(result, refusal_message(new_job, result, settings))
+    refused = next(((j, r) for j, r in zip(jobs, results, strict=True) if r is not None), None)
+    if raise_refusals and refused is not None:
+        raise EnqueueError(refused[1], refusal_message(*refused, settings))
     return results
-
-
-def enqueue_batches(
-    batches: Iterable[tuple[Sequence[NewJob], datetime]],
-    *,
-    written: Callable[[list[Enqueued]], None],
-    raise_refusals: bool = False,
-) -> None:
-    """:func:`enqueue_batch` for each ``(new_jobs, now)`` of ``batches`` in turn, each batch a
-    transaction of its own (or, inside the caller's transaction, all of them in it), and
-    ``written`` called with each stored batch's entries, in order, once the database work is over
-    (also when a later batch fails: those before it are stored).
-
-    On PostgreSQL a batch of jobs without parents and without unique keys is sent without waiting
-    for it: the next batch is taken from ``batches`` (which may build it then) and judged while the
-    database writes this one, and is sent once this one is committed. The client's work and the
-    database's overlap, with one batch in flight at a time, so a failure stops the run at the
-    batch where it happened, exactly as one batch after another would. See docs/store.md.
-    """
-    using = jobs_database()
-    stored: list[list[Enqueued]] = []
-    try:
-        if not uses_postgres_statements(using):
-            for new_jobs, now in batches:
-                stored.append(enqueue_batch(new_jobs, now=now, raise_refusals=raise_refusals))
-            return
-        with ExitStack() as pipeline:
-            writer = _OverlappedWriter(using, pipeline, raise_refusals, stored)
-            for new_jobs, now in writer.guarded(iter(batches)):
-                writer.write(list(new_jobs), now)
-            writer.collect()
-    finally:
-        for entries in stored:
-            written(entries)
-
-
-class _OverlappedWriter:
-    """:func:`enqueue_batches` on PostgreSQL: the batch in flight on the connection's pipeline
-    (opened at the first batch sent, closed before a batch that takes another path), and the
-    entries of the batches stored so far."""
-
-    def __init__(self, using: str, pipeline: ExitStack, raise_refusals: bool, stored: list[list[Enqueued]]):
-        self.using, self.pipeline, self.raise_refusals, self.stored = using, pipeline, raise_refusals, stored
-        self.settings = get_settings()
-        self.own = own_transaction(using)
-        self.cursors: tuple[Any, Any] | None = None
-        self.in_flight: tuple[list[NewJob], list[EnqueueResult | None], dict[uuid.UUID, int]] | None = None
-
-    def guarded(
-        self, batches: Iterator[tuple[Sequence[NewJob], datetime]]
-    ) -> Iterator[tuple[Sequence[NewJob], datetime]]:
-        """``batches``, except that the batch in flight is collected before an error in building
-        the next one comes out (so it is reported as stored)."""
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except BaseException:
-                self.collect()
-                raise
-            yield batch
-
-    def write(self, jobs: list[NewJob], now: datetime) -> None:
-        if any(j.parents or j.unique is not None for j in jobs):
-            self.collect()
-            self.pipeline.close()  # the other paths run their own statements, outside the pipeline
-            self.cursors = None
-            self.stored.append(enqueue_batch(jobs, now=now, raise_refusals=self.raise_refusals))
-            return
-        try:  # the client's work on this batch, while the database writes the one in flight
-            results = _judge_bounds(jobs, now, self.settings, self.raise_refusals)
-            statement, params, first = _insert_statement(jobs, results, now, self.settings)
-        except BaseException:
-            self.collect()
-            raise
-        if not first:
-            self.collect()
-            self.stored.append(_enqueued(jobs, results, first, []))
-            return
-        control, inserting = self.cursors or self._open(len(jobs))
-        # The batch before is committed (or failed) before this one is sent; its rows are turned
-        # into entries only after, while the database writes this one.
-        previous, self.in_flight = self.in_flight, None
-        rows = inserting.fetchall() if previous is not None else []
-        if self.own:
-            control.execute("BEGIN")
-        inserting.execute(statement, params)
-        if self.own:
-            control.execute("COMMIT")
-        self.in_flight = (jobs, results, first)
-        if previous is not None:
-            self.stored.append(_enqueued(*previous, rows))
-
-    def collect(self) -> None:
-        """Wait for the batch in flight and keep its entries."""
-        if self.in_flight is not None and self.cursors is not None:
-            jobs, results, first = self.in_flight
-            self.in_flight = None
-            self.stored.append(_enqueued(jobs, results, first, self.cursors[1].fetchall()))
-
-    def _open(self, jobs: int) -> tuple[Any, Any]:
-        connections[self.using].validate_no_broken_transaction()
-        pipeline, cursor = self.pipeline.enter_context(
-            pipelined_transaction(self.using, jobs=jobs, in_callers_transaction=not self.own)
-        )
-        self.pipeline.enter_context(pipeline())
-        self.cursors = (cursor(), cursor())
-        return self.cursors
 
 
 def check_bounds(new_job: NewJob, settings: BackWaveSettings) -> EnqueueResult | None:
@@ -582,9 +471,9 @@ def _enqueue_without_parents(
     """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
     earlier in the batch, is a DUPLICATE."""
-    statement, params, first = _insert_statement(jobs, results, now, settings)
+    statement, params, first = insert_statement(jobs, results, now, settings)
     rows = fetch_bound(using, statement, params, jobs=len(first)) if first else []
-    return _enqueued(jobs, results, first, rows)
+    return enqueued_entries(jobs, results, first, rows)
 
 
 def _enqueue_unique(
@@ -627,13 +516,13 @@ def _enqueue_unique(
                 locking.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
                 looking.execute(LOOK_UP_UNIQUE, look_up)
             decided, stands_for = judged(looking.fetchall())
-            statement, params, first = _insert_statement(jobs, decided, now, settings)
+            statement, params, first = insert_statement(jobs, decided, now, settings)
             with pipeline():
                 if first:
                     inserting.execute(statement, params)
                 control.execute("COMMIT")
             rows = inserting.fetchall() if first else []
-        return _standing_for(_enqueued(jobs, decided, first, rows), stands_for)
+        return _standing_for(enqueued_entries(jobs, decided, first, rows), stands_for)
 
     if own_transaction(using):
         return retrying(own)
@@ -644,7 +533,7 @@ def _standing_for(enqueued: list[Enqueued], stands_for: list[uuid.UUID]) -> list
     return [Enqueued(e.result, job_id) for e, job_id in zip(enqueued, stands_for, strict=True)]
 
 
-def _insert_statement(
+def insert_statement(
     jobs: list[NewJob],
     results: list[EnqueueResult | None],
     now: datetime,
@@ -692,7 +581,7 @@ def _insert_statement(
     return ENQUEUE, params, first
 
 
-def _enqueued(
+def enqueued_entries(
     jobs: list[NewJob],
     results: list[EnqueueResult | None],
     first: dict[uuid.UUID, int],

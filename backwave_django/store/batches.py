@@ -1,0 +1,133 @@
+"""Enqueue in many batches: :func:`enqueue_batches`, what ``backwave_django.enqueue_many`` uses
+for a list longer than one batch.
+
+Each batch is a transaction of its own (or all join the caller's). On PostgreSQL a batch of jobs
+without parents or unique keys goes out on the connection's pipeline and is not waited for: the
+next batch is built and judged while the database writes it. See docs/store.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from ..conf import get_settings
+from ..core.outcomes import NewJob
+from ..core.states import EnqueueResult
+from ..database import jobs_database
+from ._tx import own_transaction, pipelined_transaction, uses_postgres_statements
+from .enqueueing import Enqueued, enqueue_batch, enqueued_entries, insert_statement, judge_bounds
+
+
+def enqueue_batches(
+    batches: Iterable[tuple[Sequence[NewJob], datetime]],
+    *,
+    written: Callable[[list[Enqueued]], None],
+    raise_refusals: bool = False,
+) -> None:
+    """:func:`enqueue_batch` for each ``(new_jobs, now)`` of ``batches`` in turn, each batch a
+    transaction of its own (or, inside the caller's transaction, all of them in it), and
+    ``written`` called with each stored batch's entries, in order, once the database work is over
+    (also when a later batch fails: those before it are stored).
+
+    On PostgreSQL a batch of jobs without parents and without unique keys is sent without waiting
+    for it: the next batch is taken from ``batches`` (which may build it then) and judged while the
+    database writes this one, and is sent once this one is committed. The client's work and the
+    database's overlap, with one batch in flight at a time, so a failure stops the run at the
+    batch where it happened, exactly as one batch after another would. See docs/store.md.
+    """
+    using = jobs_database()
+    stored: list[list[Enqueued]] = []
+    try:
+        if not uses_postgres_statements(using):
+            for new_jobs, now in batches:
+                stored.append(enqueue_batch(new_jobs, now=now, raise_refusals=raise_refusals))
+            return
+        with ExitStack() as pipeline:
+            writer = _OverlappedWriter(using, pipeline, raise_refusals, stored)
+            for new_jobs, now in writer.guarded(iter(batches)):
+                writer.write(list(new_jobs), now)
+            writer.collect()
+    finally:
+        for entries in stored:
+            written(entries)
+
+
+class _OverlappedWriter:
+    """:func:`enqueue_batches` on PostgreSQL: the batch in flight on the connection's pipeline
+    (opened at the first batch sent, closed before a batch that takes another path), and the
+    entries of the batches stored so far."""
+
+    def __init__(self, using: str, pipeline: ExitStack, raise_refusals: bool, stored: list[list[Enqueued]]):
+        self.using, self.pipeline, self.raise_refusals, self.stored = using, pipeline, raise_refusals, stored
+        self.settings = get_settings()
+        self.own = own_transaction(using)
+        self.cursors: tuple[Any, Any] | None = None
+        self.in_flight: tuple[list[NewJob], list[EnqueueResult | None], dict[uuid.UUID, int]] | None = None
+
+    def guarded(
+        self, batches: Iterator[tuple[Sequence[NewJob], datetime]]
+    ) -> Iterator[tuple[Sequence[NewJob], datetime]]:
+        """``batches``, except that the batch in flight is collected before an error in building
+        the next one comes out (so it is reported as stored)."""
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except BaseException:
+                self.collect()
+                raise
+            yield batch
+
+    def write(self, jobs: list[NewJob], now: datetime) -> None:
+        if any(j.parents or j.unique is not None for j in jobs):
+            self.collect()
+            self.pipeline.close()  # the other paths run their own statements, outside the pipeline
+            self.cursors = None
+            self.stored.append(enqueue_batch(jobs, now=now, raise_refusals=self.raise_refusals))
+            return
+        try:  # the client's work on this batch, while the database writes the one in flight
+            results = judge_bounds(jobs, now, self.settings, self.raise_refusals)
+            statement, params, first = insert_statement(jobs, results, now, self.settings)
+        except BaseException:
+            self.collect()
+            raise
+        if not first:
+            self.collect()
+            self.stored.append(enqueued_entries(jobs, results, first, []))
+            return
+        control, inserting = self.cursors or self._open(len(jobs))
+        # The batch before is committed (or failed) before this one is sent; its rows are turned
+        # into entries only after, while the database writes this one.
+        previous, self.in_flight = self.in_flight, None
+        rows = inserting.fetchall() if previous is not None else []
+        if self.own:
+            control.execute("BEGIN")
+        inserting.execute(statement, params)
+        if self.own:
+            control.execute("COMMIT")
+        self.in_flight = (jobs, results, first)
+        if previous is not None:
+            self.stored.append(enqueued_entries(*previous, rows))
+
+    def collect(self) -> None:
+        """Wait for the batch in flight and keep its entries."""
+        if self.in_flight is not None and self.cursors is not None:
+            jobs, results, first = self.in_flight
+            self.in_flight = None
+            self.stored.append(enqueued_entries(jobs, results, first, self.cursors[1].fetchall()))
+
+    def _open(self, jobs: int) -> tuple[Any, Any]:
+        connections[self.using].validate_no_broken_transaction()
+        pipeline, cursor = self.pipeline.enter_context(
+            pipelined_transaction(self.using, jobs=jobs, in_callers_transaction=not self.own)
+        )
+        self.pipeline.enter_context(pipeline())
+        self.cursors = (cursor(), cursor())
+        return self.cursors
