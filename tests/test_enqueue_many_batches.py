@@ -2,7 +2,8 @@
 transaction of its own (or all are in the caller's), a failure keeps the batches before it and
 nothing after, and ``job_enqueued`` is sent for exactly the stored jobs. On PostgreSQL the next
 batch is built while the database writes the one in flight; these tests hold that path to what
-one batch after another would do. Batches are cut at 3 jobs here instead of 1,000."""
+one batch after another would do (a database error part-way: tests/faults/). Batches are cut at
+3 jobs here instead of 1,000."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from backwave_django import EnqueueError, EnqueueResult, client, enqueue_many, signals, store
@@ -82,59 +83,6 @@ def test_a_refusal_in_a_later_batch_keeps_the_batches_before_it_and_nothing_afte
     assert _stored_ids() == [p.job_id for p in prepared[:6]] == announced
 
 
-@pytest.fixture
-def failing_payloads(django_db_blocker: Any) -> Iterator[None]:
-    """A trigger that makes the database refuse any job whose payload's first argument is "boom"."""
-    statements = [
-        """CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
-           BEGIN
-             IF NEW.payload->'args'->>0 = 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF;
-             RETURN NEW;
-           END $$""",
-        """CREATE TRIGGER boom BEFORE INSERT ON backwave_django_jobrecord
-           FOR EACH ROW EXECUTE FUNCTION boom()""",
-    ]
-    with connection.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER boom ON backwave_django_jobrecord")
-            cursor.execute("DROP FUNCTION boom()")
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_a_database_error_in_a_later_batch_keeps_the_batches_before_it_and_the_connection_usable(
-    failing_payloads: None, announced: list[Any]
-) -> None:
-    prepared = [jobs.echo.prepare(n) for n in range(4)] + [jobs.echo.prepare("boom")]
-    prepared += [jobs.echo.prepare(n) for n in range(5)]
-    with pytest.raises(DatabaseError, match="boom refused"):
-        enqueue_many(prepared)
-    assert _stored_ids() == [p.job_id for p in prepared[:3]] == announced
-    assert connection.get_autocommit()
-    assert not connection.in_atomic_block
-    assert connection.connection.pgconn.pipeline_status == 0  # left pipeline mode
-    receipt = jobs.echo.enqueue("still works")
-    assert JobRecord.objects.get(job_id=receipt.job_id).state == JobState.SCHEDULED
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_a_database_error_inside_a_savepoint_rolls_back_to_it_and_the_callers_transaction_goes_on(
-    failing_payloads: None,
-) -> None:
-    with transaction.atomic():
-        before = jobs.echo.enqueue("before")
-        with pytest.raises(DatabaseError, match="boom refused"), transaction.atomic():
-            enqueue_many([jobs.echo.prepare(n) for n in range(4)] + [jobs.echo.prepare("boom")])
-        after = jobs.echo.enqueue("after")
-    assert _stored_ids() == [before.job_id, after.job_id]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_inside_atomic_all_batches_commit_or_roll_back_with_the_caller(announced: list[Any]) -> None:
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -193,7 +141,10 @@ def test_an_error_building_the_next_batch_reports_the_batches_already_stored() -
     written: list[list[store.Enqueued]] = []
     with pytest.raises(LookupError, match="next batch"):
         store.enqueue_batches(_batches([2, 3], LookupError("next batch")), written=written.append)
-    assert [[e.result for e in entries] for entries in written] == [[EnqueueResult.OK] * 2, [EnqueueResult.OK] * 3]
+    assert [[e.result for e in entries] for entries in written] == [
+        [EnqueueResult.OK] * 2,
+        [EnqueueResult.OK] * 3,
+    ]
     assert _stored_ids() == [e.job_id for entries in written for e in entries]
 
 
