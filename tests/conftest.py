@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from backwave_django import conf, store
+from backwave_django import conf, signals, store
 from backwave_django.core.outcomes import NewJob, OutcomeReport, Success
 from backwave_django.core.states import EnqueueResult
 
@@ -182,6 +182,21 @@ def backwave_settings(settings: Any) -> Callable[..., None]:
         settings.BACKWAVE = {**getattr(settings, "BACKWAVE", {}), **values}
 
     return apply
+
+
+@pytest.fixture
+def announced() -> Iterator[list[Any]]:
+    """The job ids ``job_enqueued`` is sent for during the test, in order."""
+    sent: list[Any] = []
+
+    def receive(sender: Any, **named: Any) -> None:
+        sent.append(named["job_id"])
+
+    signals.job_enqueued.connect(receive)
+    try:
+        yield sent
+    finally:
+        signals.job_enqueued.disconnect(receive)
 
 
 @pytest.fixture

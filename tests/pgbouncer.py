@@ -47,9 +47,7 @@ def binary() -> str:
 
 def version(path: str) -> str:
     """``PgBouncer 1.18.0``: the first line of ``pgbouncer --version``."""
-    return subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout.split(
-        "\n"
-    )[0]
+    return subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
 
 
 def free_port() -> int:
@@ -133,9 +131,7 @@ class PgBouncer:
             except Exception as exc:
                 if time.monotonic() > deadline:
                     self.kill()
-                    raise RuntimeError(
-                        f"pgbouncer did not accept connections in {timeout} s:\n{self.log()}"
-                    ) from exc
+                    raise RuntimeError(f"pgbouncer did not accept connections in {timeout} s:\n{self.log()}") from exc
                 time.sleep(0.05)
 
     def connect(self, dbname: str = "postgres", **options: Any) -> Any:

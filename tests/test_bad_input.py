@@ -437,12 +437,7 @@ WORKFLOW_ROWS = [
         r"workflow 'leaky': job 'test\.echo' \(.*\) names parent\(s\) outside the workflow: "
         r"[0-9a-f-]{36}; a member's parents must be members too",
     ),
-    Row(
-        "workflow-empty",
-        lambda w: workflow(name="empty").enqueue(),
-        WorkflowError,
-        r"workflow 'empty' has no jobs",
-    ),
+    Row("workflow-empty", lambda w: workflow(name="empty").enqueue(), WorkflowError, r"workflow 'empty' has no jobs"),
     Row(
         "workflow-cycle",
         lambda w: _cycle(),

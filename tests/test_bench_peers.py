@@ -36,18 +36,7 @@ def run_peers(tmp_path: Path, *, block: tuple[str, ...] = ()) -> tuple[dict[str,
         + "from benchmarks.run import main\nsys.exit(main(sys.argv[1:]))\n"
     )
     scratch = f"{os.environ.get('BACKWAVE_PG_TEST_NAME', 'test_backwave')}_bench_peers"
-    options = [
-        "--only",
-        "peers",
-        "--n",
-        "50",
-        "--enqueue-n",
-        "20",
-        "--db",
-        scratch,
-        "--results-dir",
-        str(tmp_path),
-    ]
+    options = ["--only", "peers", "--n", "50", "--enqueue-n", "20", "--db", scratch, "--results-dir", str(tmp_path)]
     result = subprocess.run(
         [sys.executable, "-c", code, *options],
         cwd=REPO,

@@ -44,22 +44,10 @@ def ids(messages) -> list[str]:
 @pytest.mark.parametrize(
     ("vendor", "name", "version", "has_skip_locked", "problem"),
     [
-        (
-            "mysql",
-            "MariaDB",
-            (10, 5, 27),
-            True,
-            "MariaDB 10.5.27 has no SELECT … FOR UPDATE SKIP LOCKED (MariaDB 10.6 added it)",
-        ),
+        ("mysql", "MariaDB", (10, 5, 27), True, "MariaDB 10.5.27 has no SELECT … FOR UPDATE SKIP LOCKED (MariaDB 10.6 added it)"),
         ("mysql", "MariaDB", (10, 6, 0), True, None),
         ("mysql", "MariaDB", (11, 4, 2), True, None),
-        (
-            "mysql",
-            "MySQL",
-            (5, 7, 44),
-            True,
-            "MySQL 5.7.44 has no SELECT … FOR UPDATE SKIP LOCKED (MySQL 8.0.1 added it)",
-        ),
+        ("mysql", "MySQL", (5, 7, 44), True, "MySQL 5.7.44 has no SELECT … FOR UPDATE SKIP LOCKED (MySQL 8.0.1 added it)"),
         ("mysql", "MySQL", (8, 0, 36), True, None),
         ("postgresql", "PostgreSQL", None, True, None),
         ("oracle", "Oracle", None, True, None),
@@ -67,9 +55,7 @@ def ids(messages) -> list[str]:
         ("sqlite", "SQLite", None, False, None),
     ],
 )
-def test_servers_without_skip_locked_are_named_with_their_version(
-    vendor, name, version, has_skip_locked, problem
-):
+def test_servers_without_skip_locked_are_named_with_their_version(vendor, name, version, has_skip_locked, problem):
     found = checks.skip_locked_problem(
         vendor=vendor, display_name=name, version=version, has_skip_locked=has_skip_locked
     )
@@ -95,9 +81,7 @@ def test_an_old_mysql_is_an_error(fake_server):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    ("name", "version"), [("MariaDB", (10, 6, 0)), ("MariaDB", (10, 11, 9)), ("MySQL", (8, 4, 0))]
-)
+@pytest.mark.parametrize(("name", "version"), [("MariaDB", (10, 6, 0)), ("MariaDB", (10, 11, 9)), ("MySQL", (8, 4, 0))])
 def test_current_mariadb_and_mysql_pass(fake_server, name, version):
     assert checks.check_database() == []
 
@@ -137,9 +121,7 @@ def test_check_database_is_a_database_check():
 
 
 @pytest.mark.django_db
-def test_sqlite_without_immediate_transactions_warns_with_the_exact_options_line(
-    monkeypatch, jobs_connection
-):
+def test_sqlite_without_immediate_transactions_warns_with_the_exact_options_line(monkeypatch, jobs_connection):
     monkeypatch.setattr(jobs_connection, "vendor", "sqlite")
     monkeypatch.setitem(jobs_connection.settings_dict, "OPTIONS", {"timeout": 20})
     [warning] = checks.check_database()
@@ -177,9 +159,7 @@ class IsolationLevel(enum.IntEnum):
         (IsolationLevel.READ_COMMITTED, False),
     ],
 )
-def test_an_isolation_level_other_than_read_committed_is_warned_about(
-    monkeypatch, jobs_connection, fake_server, level, warned
-):
+def test_an_isolation_level_other_than_read_committed_is_warned_about(monkeypatch, jobs_connection, fake_server, level, warned):
     fake_server("MariaDB", (10, 11, 9))
     monkeypatch.setitem(jobs_connection.settings_dict, "OPTIONS", {"isolation_level": level})
     messages = checks.check_database()
@@ -202,9 +182,7 @@ def test_a_misspelt_setting_suggests_the_intended_key(backwave_settings):
 def test_an_unrecognisable_setting_lists_the_known_keys(backwave_settings):
     backwave_settings(BROKER_URL="redis://")
     [error] = checks.check_settings()
-    assert str(error.hint).startswith(
-        "Known keys: CONCURRENCY, CONSOLE_BULK_LIMIT, DATABASE, HEARTBEAT_INTERVAL,"
-    )
+    assert str(error.hint).startswith("Known keys: CONCURRENCY, CONSOLE_BULK_LIMIT, DATABASE, HEARTBEAT_INTERVAL,")
 
 
 def test_a_bad_value_points_at_the_settings_reference(backwave_settings):

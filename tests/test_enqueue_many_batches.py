@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from backwave_django import EnqueueError, EnqueueResult, client, enqueue_many, signals, store
+from backwave_django import EnqueueError, EnqueueResult, client, enqueue_many, store
 from backwave_django.core.outcomes import NewJob
 from backwave_django.core.states import JobState
 from backwave_django.models import JobDependency, JobRecord, JobTransition
@@ -29,21 +29,6 @@ BATCH = 3
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client, "ENQUEUE_MANY_BATCH", BATCH)
-
-
-@pytest.fixture
-def announced() -> Iterator[list[Any]]:
-    """The job ids ``job_enqueued`` is sent for, in order."""
-    sent: list[Any] = []
-
-    def receive(sender: Any, **named: Any) -> None:
-        sent.append(named["job_id"])
-
-    signals.job_enqueued.connect(receive)
-    try:
-        yield sent
-    finally:
-        signals.job_enqueued.disconnect(receive)
 
 
 def _stored_ids() -> list[Any]:

@@ -62,7 +62,8 @@ def test_the_context_parameter_is_not_part_of_the_wire_format():
 
 
 def test_unannotated_parameters_record_null():
-    def handler(order_id): ...
+    def handler(order_id):
+        ...
 
     assert manifest_of(handler)["jobs"]["send-invoice"]["parameters"][0]["annotation"] is None
 
@@ -259,10 +260,7 @@ def test_a_removed_wire_name_breaks_and_an_added_one_does_not():
         ("{not json", "not valid JSON"),
         ("[]", 'expected an object with a "jobs" object'),
         ('{"format": 99, "jobs": {}}', "format 99 is not supported"),
-        (
-            '{"format": 1, "jobs": {"x": {"parameters": [{"name": "a"}]}}}',
-            "job 'x' needs a \"parameters\" list",
-        ),
+        ('{"format": 1, "jobs": {"x": {"parameters": [{"name": "a"}]}}}', "job 'x' needs a \"parameters\" list"),
     ],
 )
 def test_a_malformed_manifest_is_refused_with_the_reason(text, message):

@@ -65,9 +65,7 @@ def test_the_shipped_migrations_are_additive():
             "changes the type of jobrecord.attempt from PositiveIntegerField to CharField",
         ),
         (
-            migrations.SeparateDatabaseAndState(
-                database_operations=[migrations.RemoveField("jobtag", "key")]
-            ),
+            migrations.SeparateDatabaseAndState(database_operations=[migrations.RemoveField("jobtag", "key")]),
             "drops column jobtag.key",
         ),
     ],
@@ -93,15 +91,12 @@ def test_additive_operations_pass(operation):
 
 
 def test_a_documented_plan_lets_a_removal_through_and_names_it():
-    docstring = (
-        "Drop the old column.\n\nUPGRADE-PLAN: unused since 0.3; see docs/upgrading.md#removing-a-column\n"
-    )
+    docstring = "Drop the old column.\n\nUPGRADE-PLAN: unused since 0.3; see docs/upgrading.md#removing-a-column\n"
     problems, plan = _problems(migrations.RemoveField("jobrecord", "terminal_cause"), docstring=docstring)
     assert problems == ["drops column jobrecord.terminal_cause"]
     assert plan == "unused since 0.3; see docs/upgrading.md#removing-a-column"
     _, from_attribute = _problems(
-        migrations.RemoveField("jobrecord", "terminal_cause"),
-        upgrade_plan="two-step rename, see docs/upgrading.md",
+        migrations.RemoveField("jobrecord", "terminal_cause"), upgrade_plan="two-step rename, see docs/upgrading.md"
     )
     assert from_attribute == "two-step rename, see docs/upgrading.md"
 

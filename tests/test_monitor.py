@@ -229,11 +229,7 @@ def test_queue_throughput_counts_each_queues_finished_attempts_as_the_chart_does
                 report(job_id, now=_minute(10) + timedelta(seconds=30))
             else:
                 retry_at = _minute(50) if outcome == "retry" else None
-                report(
-                    job_id,
-                    Failure(next_due_time=retry_at, error="no"),
-                    now=_minute(10) + timedelta(seconds=30),
-                )
+                report(job_id, Failure(next_due_time=retry_at, error="no"), now=_minute(10) + timedelta(seconds=30))
     old = enqueue(now=_minute(-5), due_time=_minute(-5), queue="billing")
     lease_one(old, now=_minute(-5))
     report(old, now=_minute(-5))  # before the hour: not counted

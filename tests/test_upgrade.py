@@ -204,17 +204,15 @@ class OldRelease:
             "RecurringSchedule": ("schedule_id",),
         }
         return {
-            name: list(self.model[name].objects.order_by(*order).values()) for name, order in ordering.items()
+            name: list(self.model[name].objects.order_by(*order).values())
+            for name, order in ordering.items()
         }
 
 
 def _live_jobs(old: OldRelease, count: int) -> list[uuid.UUID]:
     return [
         old.job(
-            S.SCHEDULED,
-            queue=LIVE_QUEUE,
-            wire_name="test.record",
-            payload={"args": ["", f"live-{n}"], "kwargs": {}},
+            S.SCHEDULED, queue=LIVE_QUEUE, wire_name="test.record", payload={"args": ["", f"live-{n}"], "kwargs": {}}
         ).job_id
         for n in range(count)
     ]
@@ -232,9 +230,7 @@ def test_upgrading_from_the_previous_release_loses_nothing(previous_release, wor
 
     # A worker of this version is running while the schema moves forward.
     worker = workers.start("--queues", LIVE_QUEUE, "--concurrency", "4", "--name", "during-migrate")
-    wait_for(
-        lambda: WorkerNode.objects.filter(worker_id__startswith="during-migrate:").exists(), what="worker"
-    )
+    wait_for(lambda: WorkerNode.objects.filter(worker_id__startswith="during-migrate:").exists(), what="worker")
     _executor().migrate(_latest())
     wait_for(
         lambda: JobRecord.objects.filter(job_id__in=live, state=S.SUCCEEDED).count() == len(live),
@@ -248,9 +244,7 @@ def test_upgrading_from_the_previous_release_loses_nothing(previous_release, wor
     after_old = OldRelease(_previous_apps(), old.now)
     after = after_old.snapshot()
     after["JobRecord"] = [r for r in after["JobRecord"] if r["queue"] == AUDITED_QUEUE]
-    after["JobTransition"] = [
-        t for t in after["JobTransition"] if t["job_id"] in {r["sequence"] for r in after["JobRecord"]}
-    ]
+    after["JobTransition"] = [t for t in after["JobTransition"] if t["job_id"] in {r["sequence"] for r in after["JobRecord"]}]
     after["WorkerNode"] = [w for w in after["WorkerNode"] if w["worker_id"] == OLD_WORKER]
     assert after == before
 
@@ -290,8 +284,6 @@ def test_upgrading_from_the_previous_release_loses_nothing(previous_release, wor
     assert not JobRecord.objects.filter(job_id__in=final, parents_remaining__gt=0).exists()
     # Transition logs continued from where the previous release left them.
     for row in before["JobRecord"]:
-        ordinals = list(
-            JobTransition.objects.filter(job__job_id=row["job_id"]).values_list("ordinal", flat=True)
-        )
+        ordinals = list(JobTransition.objects.filter(job__job_id=row["job_id"]).values_list("ordinal", flat=True))
         assert ordinals == list(range(len(ordinals))), row["job_id"]
         assert len(ordinals) >= row["next_ordinal"]

@@ -98,10 +98,7 @@ def test_a_parent_outside_the_workflow_raises_and_stores_nothing():
         wf.enqueue()
     assert caught.value.result is WorkflowEnqueueResult.CONTAINMENT_VIOLATION
     message = str(caught.value)
-    assert (
-        f"workflow 'leaky': job 'test.echo' ({child.job_id}) names parent(s) outside the workflow: "
-        in message
-    )
+    assert f"workflow 'leaky': job 'test.echo' ({child.job_id}) names parent(s) outside the workflow: " in message
     assert str(standalone) in message
     assert str(first.job_id) not in message.partition("outside the workflow")[2]
     assert JobRecord.objects.count() == 1
@@ -109,10 +106,7 @@ def test_a_parent_outside_the_workflow_raises_and_stores_nothing():
 
 
 def test_an_empty_workflow_raises():
-    with (
-        pytest.raises(WorkflowError, match="workflow 'nothing' has no jobs") as caught,
-        workflow(name="nothing"),
-    ):
+    with pytest.raises(WorkflowError, match="workflow 'nothing' has no jobs") as caught, workflow(name="nothing"):
         pass
     assert caught.value.result is WorkflowEnqueueResult.EMPTY_WORKFLOW
 
@@ -121,9 +115,7 @@ def test_refusals_name_the_member_and_the_limit():
     wf = workflow(name="big")
     wf.add(jobs.echo.prepare())
     wf.add(jobs.echo.prepare("x" * 70_000))
-    with pytest.raises(
-        WorkflowError, match=r"workflow 'big': payload for wire name 'test\.echo' is 70,0\d\d bytes"
-    ):
+    with pytest.raises(WorkflowError, match=r"workflow 'big': payload for wire name 'test\.echo' is 70,0\d\d bytes"):
         wf.enqueue()
     again = workflow(workflow_id="daily")
     again.add(jobs.echo.prepare())
@@ -141,10 +133,9 @@ def test_refusals_name_the_member_and_the_limit():
 
 
 def test_a_string_workflow_id_is_stable():
-    assert (
-        workflow(workflow_id="import-2026-01-01").workflow_id
-        == workflow(workflow_id="import-2026-01-01").workflow_id
-    )
+    assert workflow(workflow_id="import-2026-01-01").workflow_id == workflow(
+        workflow_id="import-2026-01-01"
+    ).workflow_id
     assert workflow(workflow_id="a").workflow_id != workflow(workflow_id="b").workflow_id
 
 

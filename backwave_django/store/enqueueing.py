@@ -122,16 +122,16 @@ def enqueue_batch(
 def judge_bounds(
     jobs: list[NewJob], now: datetime, settings: BackWaveSettings, raise_refusals: bool
 ) -> list[EnqueueResult | None]:
-    """Each job's refusal by :func:`check_bounds`, or None; with ``raise_refusals`` the first
-    refusal raises instead. Checks the arguments first."""
+    """Each job's refusal by :func:`check_bounds` or None (``raise_refusals``: the first raises)."""
     for index, new_job in enumerate(jobs):
         if not isinstance(new_job, NewJob):
             raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
     require_aware("now", now)
     results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
-    refused = next(((j, r) for j, r in zip(jobs, results, strict=True) if r is not None), None)
-    if raise_refusals and refused is not None:
-        raise EnqueueError(refused[1], refusal_message(*refused, settings))
+    if raise_refusals:
+        for new_job, result in zip(jobs, results, strict=True):
+            if result is not None:
+                raise EnqueueError(result, refusal_message(new_job, result, settings))
     return results
 
 

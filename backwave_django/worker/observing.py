@@ -42,8 +42,6 @@ def observer_lease(settings: BackWaveSettings) -> timedelta:
     call ends within the timeout, so a live pump reports before its lease lapses; a dead one
     holds the observer up no longer than that."""
     return settings.lease_duration + settings.observer_timeout
-
-
 MAX_FAULT_BACKOFF_SECONDS = 30.0
 
 

@@ -179,9 +179,7 @@ def test_cancel_button_cancels_audits_logs_and_counts(client, login, world):
     )
     # The button is gone once the job is terminal; a second POST is counted, not an error.
     assert 'data-testid="bw-cancel"' not in client.get(world["pages"]["pending"]).content.decode()
-    assert flashed(client.post(world["posts"]["cancel"])) == [
-        f"Not cancellable (1): {named(world['pending'])}."
-    ]
+    assert flashed(client.post(world["posts"]["cancel"])) == [f"Not cancellable (1): {named(world['pending'])}."]
     assert OperatorAudit.objects.count() == 1
 
 
@@ -217,9 +215,7 @@ def test_requeue_button_requeues_and_audits(client, login, world):
     assert OperatorAudit.objects.get().actor == user.username
     assert LogEntry.objects.get().user_id == user.pk
     assert 'data-testid="bw-requeue"' not in client.get(world["pages"]["dead"]).content.decode()
-    assert flashed(client.post(world["posts"]["requeue"])) == [
-        f"Not requeueable (1): {named(world['dead'])}."
-    ]
+    assert flashed(client.post(world["posts"]["requeue"])) == [f"Not requeueable (1): {named(world['dead'])}."]
 
 
 def test_trigger_button_mints_one_instance(client, login, world):

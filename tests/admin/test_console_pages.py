@@ -68,10 +68,7 @@ def test_the_detail_pages_are_titled_by_what_they_show(admin_client, world):
     job = admin_client.get(f"{ADMIN}/jobrecord/{_pk(world['dead'])}/change/").content.decode()
     assert f"<title>Job send-invoice {short_job_id(world['dead'])} | " in job
     schedule = RecurringSchedule.objects.get().pk
-    assert (
-        "<title>Schedule nightly | "
-        in admin_client.get(f"{ADMIN}/recurringschedule/{schedule}/change/").content.decode()
-    )
+    assert "<title>Schedule nightly | " in admin_client.get(f"{ADMIN}/recurringschedule/{schedule}/change/").content.decode()
 
 
 def test_short_ids_are_the_random_end_of_the_id_and_instants_carry_their_zone(settings):

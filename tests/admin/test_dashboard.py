@@ -256,14 +256,12 @@ def test_executing_now_shows_the_lease_owner_and_a_countdown(viewer, busy):
     assert row
     assert "host-1:42:abc" in row.group(1)
     assert re.search(r'data-testid="bw-countdown">\dm \d\ds<', row.group(1))
-    assert f'<code title="{busy["running"]}">…{busy["running"].hex[-8:]}</code>' in row.group(1)
+    assert f"<code title=\"{busy['running']}\">…{busy['running'].hex[-8:]}</code>" in row.group(1)
 
 
 def test_needs_attention_lists_the_newest_dead_lettered_and_quarantined_jobs(viewer, busy):
     html = viewer.get(reverse(DASHBOARD)).content.decode()
-    rows = re.findall(
-        r'data-testid="bw-attention-row"[^>]*>(.*?)</tr>\s*<tr class="bw-detail-row">(.*?)</tr>', html, re.S
-    )
+    rows = re.findall(r'data-testid="bw-attention-row"[^>]*>(.*?)</tr>\s*<tr class="bw-detail-row">(.*?)</tr>', html, re.S)
     assert len(rows) == 2
     joined = "".join(row + cause for row, cause in rows)
     assert f"…{busy['dead'].hex[-8:]}</code>" in joined

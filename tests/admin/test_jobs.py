@@ -72,9 +72,7 @@ def test_the_list_is_newest_first_with_short_copyable_ids_and_times_with_their_z
     html = response.content.decode()
     assert response.context["title"] == "Jobs"  # not Django's "Select job to view"
     assert f'data-bw-copy="{second}"' in html
-    link = re.search(
-        rf'<a href="([^"]+)" class="bw-job-link" title="send-invoice {second}">send-invoice</a>', html
-    )
+    link = re.search(rf'<a href="([^"]+)" class="bw-job-link" title="send-invoice {second}">send-invoice</a>', html)
     assert link
     assert client.get(urljoin(reverse(JOBS), link.group(1))).context["original"].job_id == second
     # The short id is the random end of the id: time-ordered ids share their start.

@@ -93,10 +93,7 @@ def test_the_job_page_draws_progress_as_a_bar_with_the_note_for_those_allowed(cl
     shown = _field(html, "progress_view")
     assert '<progress class="bw-progress-bar" max="100" value="25.0"' in shown
     assert "30 / 120 (25%)" in shown
-    assert re.search(
-        r"at <span class=\"bw-when\"><time [^>]*>2026-01-01 00:00:05 UTC</time> <small[^>]*>\d+ days ago<",
-        shown,
-    )
+    assert re.search(r"at <span class=\"bw-when\"><time [^>]*>2026-01-01 00:00:05 UTC</time> <small[^>]*>\d+ days ago<", shown)
     assert (
         '<span class="bw-progress-note" data-testid="bw-progress-note">rows of tenant acme-secret</span>'
         in shown
@@ -228,9 +225,7 @@ def test_a_job_dead_lettered_before_its_ceiling_is_marked_discarded(client, logi
     rows = {}
     for job in (discarded, exhausted):
         # The job's row and the line under it (its cause).
-        row = re.search(
-            rf'<a href="{job.pk}/change/".*?</tr>\s*<tr class="bw-detail-row">.*?</tr>', tab, re.S
-        )
+        row = re.search(rf'<a href="{job.pk}/change/".*?</tr>\s*<tr class="bw-detail-row">.*?</tr>', tab, re.S)
         assert row, job
         rows[job.pk] = row.group(0)
     assert 'data-testid="bw-discarded"' in rows[discarded.pk]

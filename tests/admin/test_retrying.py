@@ -158,7 +158,7 @@ def test_the_last_failure_line_is_shown_only_to_those_who_may_see_failure_detail
     assert "card declined for order 42" not in html
     failed = re.findall(
         r'<span class="bw-last-failure" title="Hidden: [^"]*">failed at</span> <span class="bw-when">'
-        r"<time [^>]*>([^<]+)</time>",
+        r'<time [^>]*>([^<]+)</time>',
         html,
     )
     assert len(failed) == 2

@@ -83,9 +83,7 @@ def test_the_list_glosses_the_cron_and_shows_zone_next_due_live_instance_and_ski
     assert "no live instance" in rows["nightly"]
     assert "Coalesce" not in rows["nightly"]
     assert "no overlap" in rows["nightly"]
-    assert re.search(
-        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time> <small class=\"bw-ago\">in ", rows["nightly"]
-    )
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time> <small class=\"bw-ago\">in ", rows["nightly"])
     assert client.get(reverse(LIST)).context["title"] == "Recurring schedules"
 
 

@@ -88,11 +88,7 @@ def test_facets_count_among_the_jobs_the_other_filters_select(client, login, tag
     assert _facets(response) == [("acme", 2)]
     assert [facet["selected"] for facet in _spec(response).facets] == [True]
     # A facet link keeps the other filters.
-    assert _params(_spec(response).facets[0]["query_string"]) == {
-        "queue": "mail",
-        "tk": "tenant",
-        "tv": "acme",
-    }
+    assert _params(_spec(response).facets[0]["query_string"]) == {"queue": "mail", "tk": "tenant", "tv": "acme"}
 
 
 def test_facets_count_only_among_the_newest_sample(client, login, tagged, monkeypatch):
@@ -212,9 +208,7 @@ def test_the_endpoint_answers_suggestions_as_json(client, login, tagged):
         {"key": "region", "value": "", "text": "region: …", "query": "tk=region"},
     ]
     assert data["after"] == {"key": "region", "value": ""}
-    following = client.get(
-        reverse(SUGGEST), {"q": "", "n": "3", "after_key": "region", "after_value": ""}
-    ).json()
+    following = client.get(reverse(SUGGEST), {"q": "", "n": "3", "after_key": "region", "after_value": ""}).json()
     assert following == {
         "suggestions": [{"key": "tenant", "value": "", "text": "tenant: …", "query": "tk=tenant"}],
         "after": None,
@@ -225,9 +219,7 @@ def test_the_endpoint_completes_a_keys_values(client, login, tagged):
     login()
     data = client.get(reverse(SUGGEST), {"key": "tenant", "q": "A"}).json()
     assert data == {
-        "suggestions": [
-            {"key": "tenant", "value": "acme", "text": "tenant: acme", "query": "tk=tenant&tv=acme"}
-        ],
+        "suggestions": [{"key": "tenant", "value": "acme", "text": "tenant: acme", "query": "tk=tenant&tv=acme"}],
         "after": None,
     }
     labels = client.get(reverse(SUGGEST), {"key": "", "q": "v"}).json()

@@ -227,9 +227,7 @@ def session_cookie(live_server: LiveServer, settings: Any) -> dict[str, str]:
 
 
 @contextmanager
-def _session(
-    browser: Browser, live_server: LiveServer, viewport: ViewportSize, scheme: str
-) -> Iterator[Page]:
+def _session(browser: Browser, live_server: LiveServer, viewport: ViewportSize, scheme: str) -> Iterator[Page]:
     context = browser.new_context(
         viewport=viewport,
         base_url=live_server.url,

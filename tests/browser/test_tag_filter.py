@@ -56,9 +56,7 @@ def rows(page: Page) -> Any:
     return page.locator("#result_list tbody tr")
 
 
-def test_suggestions_appear_while_typing_and_lead_to_facets(
-    operator_page: Page, tags: dict[str, uuid.UUID]
-) -> None:
+def test_suggestions_appear_while_typing_and_lead_to_facets(operator_page: Page, tags: dict[str, uuid.UUID]) -> None:
     page = operator_page
     page.goto(JOBS)
     expect(rows(page)).to_have_count(3)

@@ -6,13 +6,12 @@ at 3 jobs here instead of 1,000."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from backwave_django import client, enqueue_many, signals
+from backwave_django import client, enqueue_many
 from backwave_django.core.states import JobState
 from backwave_django.models import JobRecord
 from tests.jobsapp import jobs
@@ -25,20 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client, "ENQUEUE_MANY_BATCH", 3)
-
-
-@pytest.fixture
-def announced() -> Iterator[list[Any]]:
-    sent: list[Any] = []
-
-    def receive(sender: Any, **named: Any) -> None:
-        sent.append(named["job_id"])
-
-    signals.job_enqueued.connect(receive)
-    try:
-        yield sent
-    finally:
-        signals.job_enqueued.disconnect(receive)
 
 
 def _stored_ids() -> list[Any]:

@@ -38,9 +38,7 @@ def _finished(outcome, *, wire_name="test.echo", queue="default", started=0.0, e
         lease_expiry=LATER,
     )
     context = JobContext(job_id=claimed.job_id, attempt=1, wire_name=wire_name, queue=queue)
-    running = Running(
-        claimed=claimed, context=context, started=DUE, handler_started=started, handler_ended=ended
-    )
+    running = Running(claimed=claimed, context=context, started=DUE, handler_started=started, handler_ended=ended)
     if timed_out:
         running.deadline = Deadline(seconds=1.0, thread_id=None, cancel_task=None, timed_out=True)
     return Finished(running, outcome)
@@ -67,13 +65,11 @@ def test_each_result_is_counted_by_wire_name_queue_and_result():
     metrics.outcomes_written(batch, results)
 
     def outcomes(result: str) -> float | None:
-        return _value(
-            metrics, "backwave_job_outcomes_total", wire_name="test.echo", queue="default", result=result
-        )
+        return _value(metrics, "backwave_job_outcomes_total", wire_name="test.echo", queue="default", result=result)
 
-    assert [
-        outcomes(r) for r in ("succeeded", "retried", "dead_lettered", "snoozed", "cancelled", "fenced")
-    ] == [2, 1, 1, 1, 1, 1]
+    assert [outcomes(r) for r in ("succeeded", "retried", "dead_lettered", "snoozed", "cancelled", "fenced")] == [
+        2, 1, 1, 1, 1, 1
+    ]
 
 
 def test_run_time_is_handler_start_to_end_and_latency_is_due_time_to_start():
@@ -92,20 +88,15 @@ def test_run_time_is_handler_start_to_end_and_latency_is_due_time_to_start():
 
 def test_an_unroutable_job_is_counted_under_one_label_and_not_timed():
     metrics = WorkerMetrics()
-    batch = [_finished(Unroutable(reason="unknown wire name"), wire_name=f"stray.{n}") for n in range(3)]
+    batch = [
+        _finished(Unroutable(reason="unknown wire name"), wire_name=f"stray.{n}") for n in range(3)
+    ]
 
     metrics.outcomes_written(batch, [APPLIED] * 3)
 
-    assert (
-        _value(
-            metrics,
-            "backwave_job_outcomes_total",
-            wire_name=UNREGISTERED,
-            queue="default",
-            result="quarantined",
-        )
-        == 3
-    )
+    assert _value(
+        metrics, "backwave_job_outcomes_total", wire_name=UNREGISTERED, queue="default", result="quarantined"
+    ) == 3
     assert _value(metrics, "backwave_job_run_seconds_count", wire_name=UNREGISTERED) is None
     assert _value(metrics, "backwave_job_start_latency_seconds_count", queue="default") is None
 
@@ -118,16 +109,9 @@ def test_a_timed_out_attempt_counts_as_a_timeout_and_as_its_failure():
     metrics.outcomes_written([abandoned], [APPLIED])
 
     assert _value(metrics, "backwave_job_timeouts_total", wire_name="test.echo", queue="default") == 1
-    assert (
-        _value(
-            metrics,
-            "backwave_job_outcomes_total",
-            wire_name="test.echo",
-            queue="default",
-            result="dead_lettered",
-        )
-        == 1
-    )
+    assert _value(
+        metrics, "backwave_job_outcomes_total", wire_name="test.echo", queue="default", result="dead_lettered"
+    ) == 1
     # Abandoned, it never returned: its run time runs to when the outcome was written.
     assert _value(metrics, "backwave_job_run_seconds_sum", wire_name="test.echo") == pytest.approx(39)
 

@@ -11,9 +11,7 @@ from backwave_django.metrics import names
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 METRIC = re.compile(r"\bbackwave_[a-z_]+")
 #: Names in the text that are not metrics: the package, its modules, its worker command.
-NOT_METRICS = re.compile(
-    r"^backwave_(django|worker|manifest|job_(claim_priority|awaiting|leased|purge|failures))$"
-)
+NOT_METRICS = re.compile(r"^backwave_(django|worker|manifest|job_(claim_priority|awaiting|leased|purge|failures))$")
 
 
 def _section(title: str) -> str:
@@ -42,7 +40,9 @@ def test_every_metric_the_dashboard_uses_exists():
     used = _referenced("\n".join(expressions))
     assert used <= names.exposed_names(), used - names.exposed_names()
     # Every metric has a panel.
-    assert {spec.name for spec in names.ALL_METRICS} <= {name.removesuffix("_bucket") for name in used}
+    assert {spec.name for spec in names.ALL_METRICS} <= {
+        name.removesuffix("_bucket") for name in used
+    }
 
 
 def test_the_metrics_section_documents_every_metric_and_names_no_other():

@@ -38,9 +38,7 @@ def _staff(django_user_model, *, is_staff: bool = True) -> User:
 
 def test_staff_session_scrapes_the_job_counts_by_queue_and_state(client, django_user_model, metrics_settings):
     now = timezone.now()
-    JobRecordFactory.create_batch(
-        3, queue="emails", state=JobState.SCHEDULED, due_time=now - timedelta(seconds=30)
-    )
+    JobRecordFactory.create_batch(3, queue="emails", state=JobState.SCHEDULED, due_time=now - timedelta(seconds=30))
     JobRecordFactory(queue="emails", state=JobState.SCHEDULED, due_time=now + timedelta(hours=1))
     JobRecordFactory.create_batch(2, queue="reports", state=JobState.LEASED, due_time=now)
     JobRecordFactory(queue="reports", state=JobState.AWAITING_PARENT, due_time=now)

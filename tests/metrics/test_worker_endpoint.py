@@ -64,32 +64,15 @@ def test_a_worker_serves_its_outcome_counters_histograms_and_health(workers):  #
     def scraped() -> dict | None:
         status, text = _get(port, "/metrics")
         found = samples(text) if status == 200 else {}
-        done = value(
-            found,
-            "backwave_job_outcomes_total",
-            wire_name="test.always-fails",
-            queue="default",
-            result="dead_lettered",
-        )
+        done = value(found, "backwave_job_outcomes_total", wire_name="test.always-fails",
+                     queue="default", result="dead_lettered")
         return found if done == 1 else None
 
     found = wait_for(scraped, what="the outcomes on /metrics")
-    assert (
-        value(
-            found, "backwave_job_outcomes_total", wire_name="test.echo", queue="default", result="succeeded"
-        )
-        == 3
-    )
-    assert (
-        value(
-            found,
-            "backwave_job_outcomes_total",
-            wire_name="test.always-fails",
-            queue="default",
-            result="retried",
-        )
-        == 1
-    )
+    assert value(found, "backwave_job_outcomes_total", wire_name="test.echo", queue="default",
+                 result="succeeded") == 3
+    assert value(found, "backwave_job_outcomes_total", wire_name="test.always-fails", queue="default",
+                 result="retried") == 1
     assert value(found, "backwave_job_run_seconds_count", wire_name="test.echo") == 3
     assert value(found, "backwave_job_run_seconds_count", wire_name="test.always-fails") == 2
     assert value(found, "backwave_job_run_seconds_bucket", wire_name="test.echo", le="+Inf") == 3
@@ -164,16 +147,8 @@ def test_with_processes_each_process_serves_the_next_port(workers):  # noqa: F81
         total = 0.0
         for p in (port, port + 1):
             found = samples(_get(p, "/metrics")[1])
-            total += (
-                value(
-                    found,
-                    "backwave_job_outcomes_total",
-                    wire_name="test.echo",
-                    queue="default",
-                    result="succeeded",
-                )
-                or 0.0
-            )
+            total += value(found, "backwave_job_outcomes_total", wire_name="test.echo", queue="default",
+                           result="succeeded") or 0.0
         return total
 
     assert wait_for(lambda: succeeded_total() == 6, what="6 outcomes over both endpoints")

@@ -24,9 +24,7 @@ pytestmark = pytest.mark.django_db
 def test_the_history_is_the_log_oldest_first():
     job = enqueue()
     lease_one(job)
-    report(
-        job, Failure(next_due_time=T0 + timedelta(seconds=5), error="boom"), failure_detail="ValueError: boom"
-    )
+    report(job, Failure(next_due_time=T0 + timedelta(seconds=5), error="boom"), failure_detail="ValueError: boom")
     lease_one(job, now=T0 + timedelta(seconds=5))
     report(job, attempt=2, now=T0 + timedelta(seconds=6))
 

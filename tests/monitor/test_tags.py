@@ -135,9 +135,7 @@ def test_the_sampled_facet_counts_among_the_newest_matching_jobs_only():
 @pytest.fixture
 def vocabulary():
     """Labels and keys with case variants, look-alike characters and repeats."""
-    tag_each(
-        "acme", "ACME", "Acme", "abc", "Beta", "a%b", "axb", "a_b", "ab", "a[b", "a\\b", "émile", "Émile"
-    )
+    tag_each("acme", "ACME", "Acme", "abc", "Beta", "a%b", "axb", "a_b", "ab", "a[b", "a\\b", "émile", "Émile")
     tag_each("acme", "acme", "abc")  # repeats: each suggestion comes once
     tag_each(("tenant", "acme"), ("Tenant", "x"), ("region", "eu"), ("ACCOUNT", "1"), ("account", "2"))
     tag_each(("tenant", "Acme"), ("tenant", "beta"), ("tenant", "acme"))
@@ -190,9 +188,7 @@ def test_a_key_suggests_its_distinct_values(vocabulary, suggestion_path):
     assert monitor.suggest_tags("", key="Tenant") == [("Tenant", "x")]
     assert monitor.suggest_tags("", key="nope") == []
     # The empty key is the labels, and then there is no block of keys.
-    assert monitor.suggest_tags("a", key="") == [
-        ("", label) for label in LABELS if label.lower().startswith("a")
-    ]
+    assert monitor.suggest_tags("a", key="") == [("", label) for label in LABELS if label.lower().startswith("a")]
 
 
 def test_pages_follow_each_other_across_the_labels_to_keys_boundary(vocabulary, suggestion_path):

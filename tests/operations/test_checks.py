@@ -35,9 +35,7 @@ def test_an_alias_that_databases_lacks_is_an_error_naming_the_known_ones(backwav
     assert error.id == "backwave.E006"
     assert "BACKWAVE['LISTEN_DATABASE'] is 'direct', which is not an alias in DATABASES (default" in error.msg
     backwave_settings(LISTEN_DATABASE=None, DATABASE="jobz")
-    assert ["BACKWAVE['DATABASE'] is 'jobz'" in error.msg for error in checks.check_database_aliases()] == [
-        True
-    ]
+    assert ["BACKWAVE['DATABASE'] is 'jobz'" in error.msg for error in checks.check_database_aliases()] == [True]
 
 
 @pytest.mark.postgres  # the test settings have a "jobs" alias there
@@ -45,10 +43,7 @@ def test_a_jobs_database_the_routers_do_not_send_the_jobs_to_is_an_error(backwav
     backwave_settings(DATABASE="jobs")
     [error] = checks.check_database_aliases()
     assert error.id == "backwave.E006"
-    assert (
-        error.msg
-        == "BACKWAVE['DATABASE'] is 'jobs', but the database routers send the job models to 'default'."
-    )
+    assert error.msg == "BACKWAVE['DATABASE'] is 'jobs', but the database routers send the job models to 'default'."
     assert ROUTER in str(error.hint)
     settings.DATABASE_ROUTERS = [ROUTER]
     assert checks.check_database_aliases() == []
@@ -71,17 +66,10 @@ def test_an_alias_that_is_not_a_name_is_a_settings_error(backwave_settings):
 
 def test_the_options_that_keep_session_state_are_each_named_with_their_fix():
     problems = session_state_options({"OPTIONS": {"prepare_threshold": 5, "assume_role": "app"}})
-    assert [problem.split(" ")[0] for problem in problems] == [
-        '"prepare_threshold":',
-        "server-side",
-        '"assume_role"',
-    ]
+    assert [problem.split(" ")[0] for problem in problems] == ['"prepare_threshold":', "server-side", '"assume_role"']
     assert "Remove it from OPTIONS" in problems[0]
     assert '"DISABLE_SERVER_SIDE_CURSORS": True' in problems[1]
-    assert (
-        session_state_options({"OPTIONS": {"prepare_threshold": None}, "DISABLE_SERVER_SIDE_CURSORS": True})
-        == []
-    )
+    assert session_state_options({"OPTIONS": {"prepare_threshold": None}, "DISABLE_SERVER_SIDE_CURSORS": True}) == []
 
 
 @contextmanager
@@ -117,9 +105,7 @@ def test_a_pgbouncer_is_told_from_a_direct_connection(pgbouncer: PgBouncer):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, databases=["default", "listen"])
-def test_listening_and_keeping_session_state_through_pgbouncer_are_warned_about(
-    pgbouncer, jobs_on_listen_alias
-):
+def test_listening_and_keeping_session_state_through_pgbouncer_are_warned_about(pgbouncer, jobs_on_listen_alias):
     pooled = {"PORT": str(pgbouncer.port), "OPTIONS": {"prepare_threshold": 5}}
     with _alias_changed("listen", **pooled, DISABLE_SERVER_SIDE_CURSORS=False):
         messages = checks.check_pooler(databases=["listen"])

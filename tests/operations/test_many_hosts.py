@@ -93,6 +93,4 @@ def test_workers_on_several_hosts_finish_every_job_once_when_one_host_is_killed(
     assert cut_short.exists()
     assert all(attempt >= 2 for attempt in cut_short.values_list("attempt", flat=True))
     finishers = JobTransition.objects.filter(job__in=cut_short, state=JobState.SUCCEEDED)
-    assert not [
-        actor for actor in finishers.values_list("actor", flat=True) if actor.startswith(f"{DOOMED}:")
-    ]
+    assert not [actor for actor in finishers.values_list("actor", flat=True) if actor.startswith(f"{DOOMED}:")]

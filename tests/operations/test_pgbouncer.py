@@ -42,9 +42,7 @@ def _logins(bouncer: PgBouncer) -> int:
     return bouncer.log().count(f"login attempt: db={connection.settings_dict['NAME']} ")
 
 
-def test_a_worker_behind_pgbouncer_is_woken_and_hears_cancels_on_its_direct_listen_alias(
-    workers, pgbouncer, tmp_path
-):
+def test_a_worker_behind_pgbouncer_is_woken_and_hears_cancels_on_its_direct_listen_alias(workers, pgbouncer, tmp_path):
     _through(workers, pgbouncer)
     worker = workers.start("--queues", "default,slow", **QUIET)
     wait_for(WorkerNode.objects.exists, what="the worker to register")
@@ -68,10 +66,7 @@ def test_a_worker_behind_pgbouncer_is_woken_and_hears_cancels_on_its_direct_list
 def test_a_worker_listening_through_pgbouncer_warns_and_still_finds_jobs_by_polling(workers, pgbouncer):
     _through(workers, pgbouncer)
     worker = workers.start("--queues", "default", LISTEN_DATABASE=None)
-    wait_for(
-        lambda: "Listening for wake-up hints through a connection pooler" in workers.log(0),
-        what="the warning",
-    )
+    wait_for(lambda: "Listening for wake-up hints through a connection pooler" in workers.log(0), what="the warning")
     job_id = jobs.echo.enqueue().job_id
     wait_for(lambda: _state(job_id) == JobState.SUCCEEDED, what="the poll to find the job")
     worker.send_signal(signal.SIGTERM)

@@ -50,8 +50,8 @@ def _batch(ids: list[uuid.UUID]) -> list[NewJob]:
         NewJob(job_id=ids[0], wire_name="send-invoice", payload={"args": [1], "kwargs": {}}, due_time=T0),
         NewJob(
             job_id=ids[1],
-            wire_name='résumé "quoted" \\ name',
-            payload={"args": ["ünïcode ✓", None, 1.5, {"nested": [True, False]}], "kwargs": {"k": '"}{'}},
+            wire_name="résumé \"quoted\" \\ name",
+            payload={"args": ["ünïcode ✓", None, 1.5, {"nested": [True, False]}], "kwargs": {"k": "\"}{"}},
             queue="billing",
             due_time=T0 + timedelta(hours=1, microseconds=7),
             tags=("urgent", ("tenant", "acme"), ("tenant", "acme")),
@@ -91,17 +91,13 @@ def test_the_statement_path_stores_what_the_orm_path_stores(monkeypatch: pytest.
     monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
     orm_ids = [uuid.uuid4() for _ in range(4)]
     portable = store.enqueue_many(_batch(orm_ids), now=T0)
-    assert (
-        fast
-        == portable
-        == [
-            EnqueueResult.OK,
-            EnqueueResult.OK,
-            EnqueueResult.DUPLICATE,
-            EnqueueResult.WIRE_NAME_TOO_LONG,
-            EnqueueResult.OK,
-        ]
-    )
+    assert fast == portable == [
+        EnqueueResult.OK,
+        EnqueueResult.OK,
+        EnqueueResult.DUPLICATE,
+        EnqueueResult.WIRE_NAME_TOO_LONG,
+        EnqueueResult.OK,
+    ]
     assert _stored(fast_ids) == _stored(orm_ids)
     assert _stored(fast_ids)[2] is None
 

@@ -85,9 +85,7 @@ def test_a_claim_in_the_callers_implicit_transaction_leaves_its_commit_alone() -
     transaction.set_autocommit(False)
     try:
         statements = _statements(
-            lambda: store.claim(
-                worker_id=WORKER, queues=["default"], max_jobs=5, lease_duration=LEASE, now=T0
-            )
+            lambda: store.claim(worker_id=WORKER, queues=["default"], max_jobs=5, lease_duration=LEASE, now=T0)
         )
         assert _setting() == before
         transaction.rollback()  # the caller's decision: nothing of the claim stays

@@ -697,9 +697,7 @@ def test_an_outcome_that_waited_on_a_child_enqueue_still_releases_the_child() ->
             with transaction.atomic():
                 # Locks the Leased parent row, sees it live, inserts the edge...
                 store.enqueue(
-                    NewJob(
-                        job_id=child, wire_name="x", payload={}, queue="q", due_time=T0, parents=(parent,)
-                    ),
+                    NewJob(job_id=child, wire_name="x", payload={}, queue="q", due_time=T0, parents=(parent,)),
                     now=T0,
                 )
                 holding.set()

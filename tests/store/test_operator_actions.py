@@ -156,9 +156,7 @@ def test_operator_actions_need_an_actor():
 def _spec(cron="0 * * * *"):
     from backwave_django import ScheduleSpec
 
-    return ScheduleSpec(
-        schedule_id="hourly", cron=cron, wire_name="report", payload={"args": [], "kwargs": {}}
-    )
+    return ScheduleSpec(schedule_id="hourly", cron=cron, wire_name="report", payload={"args": [], "kwargs": {}})
 
 
 def test_saving_and_removing_a_schedule_with_an_actor_is_audited_in_the_same_transaction():
@@ -196,7 +194,4 @@ def test_operator_schedule_actions_take_the_clock_and_audit(monkeypatch):
     monkeypatch.setattr(clock, "now", lambda: LATER)
     operator.save_schedule(_spec(), actor="alice")
     assert operator.remove_schedule("hourly", actor="alice") is True
-    assert _audit() == [
-        ("alice", "save_schedule", "hourly", LATER),
-        ("alice", "remove_schedule", "hourly", LATER),
-    ]
+    assert _audit() == [("alice", "save_schedule", "hourly", LATER), ("alice", "remove_schedule", "hourly", LATER)]

@@ -128,7 +128,9 @@ def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> Non
     )
     try:
         # An operator change in progress holds the queue's lock exclusively.
-        blocker.execute("SELECT pg_advisory_xact_lock(%s, %s)", (QUEUE_LOCK_CLASS, queue_key("a")))
+        blocker.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", (QUEUE_LOCK_CLASS, queue_key("a"))
+        )
         with pytest.raises(OperationalError, match="lock"):
             _claim(["a"])
         assert _idle()

@@ -65,11 +65,7 @@ def test_a_workflow_is_stored_with_its_row_members_gating_and_structural_edges()
     workflow_id = create(fetch, parse, name="import", restarted_from=restarted, now=T0 + timedelta(seconds=3))
 
     row_ = Workflow.objects.get(workflow_id=workflow_id)
-    assert (row_.name, row_.created_at, row_.restarted_from) == (
-        "import",
-        T0 + timedelta(seconds=3),
-        restarted,
-    )
+    assert (row_.name, row_.created_at, row_.restarted_from) == ("import", T0 + timedelta(seconds=3), restarted)
     assert set(JobRecord.objects.values_list("job_id", "workflow_id")) == {
         (fetch.job_id, workflow_id),
         (parse.job_id, workflow_id),

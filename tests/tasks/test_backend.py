@@ -156,6 +156,7 @@ def test_aenqueue_and_aget_result() -> None:
 # --- Priority ---------------------------------------------------------------------------------
 
 
+
 def test_a_tasks_priority_is_its_jobs_priority() -> None:
     result = tasks.add.using(priority=7).enqueue(1, 2)
 

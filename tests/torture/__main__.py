@@ -43,9 +43,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0.1,
         help="chance a worker sends an outcome batch twice, as after a lost acknowledgement (default 0.1)",
     )
-    parser.add_argument(
-        "--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run"
-    )
+    parser.add_argument("--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run")
     args = parser.parse_args(argv)
     for name in ("duration", "workers", "clients", "drain_bound"):
         value = getattr(args, name)

@@ -22,15 +22,7 @@ from typing import Any
 SCHEDULED, AWAITING_PARENT, LEASED, SUCCEEDED, CANCELLED, DEAD_LETTERED, QUARANTINED = range(7)
 TERMINAL = frozenset({SUCCEEDED, CANCELLED, DEAD_LETTERED, QUARANTINED})
 LIVE = frozenset({SCHEDULED, AWAITING_PARENT, LEASED})
-STATE_NAMES = (
-    "Scheduled",
-    "AwaitingParent",
-    "Leased",
-    "Succeeded",
-    "Cancelled",
-    "DeadLettered",
-    "Quarantined",
-)
+STATE_NAMES = ("Scheduled", "AwaitingParent", "Leased", "Succeeded", "Cancelled", "DeadLettered", "Quarantined")
 ON_SUCCESS, ON_ANY_TERMINAL = 0, 1
 
 #: The legal initial states and the 11 legal edges of the state machine (docs/store.md, "Legal
@@ -242,9 +234,7 @@ def check_log(
         if edge in REQUEUE_EDGES:
             life += 1
             if entry.attempt != 0:
-                found.append(
-                    Violation("AttemptMonotonic", f"{where}: requeue left attempt {entry.attempt}", job_id)
-                )
+                found.append(Violation("AttemptMonotonic", f"{where}: requeue left attempt {entry.attempt}", job_id))
             continue
         if edge == (SCHEDULED, LEASED):
             if entry.attempt != previous.attempt + 1:
@@ -279,11 +269,7 @@ def check_log(
             outcomes[key] += 1
             if outcomes[key] > 1:
                 found.append(
-                    Violation(
-                        "EffectOnce",
-                        f"{where}: second applied outcome for attempt {previous.attempt}",
-                        job_id,
-                    )
+                    Violation("EffectOnce", f"{where}: second applied outcome for attempt {previous.attempt}", job_id)
                 )
             if entry.actor not in (previous.actor, LEASE_EXPIRY_ACTOR):
                 found.append(
@@ -313,9 +299,7 @@ def check_row(row: JobRow, log: Sequence[Transition], config: AuditConfig) -> li
             )
         if last.attempt != row.attempt:
             found.append(
-                Violation(
-                    "TerminalStable", f"row attempt {row.attempt} != last logged attempt {last.attempt}", job
-                )
+                Violation("TerminalStable", f"row attempt {row.attempt} != last logged attempt {last.attempt}", job)
             )
     limit = config.max_attempts if row.max_attempts is None else row.max_attempts
     if row.attempt > limit:
@@ -331,13 +315,13 @@ def check_row(row: JobRow, log: Sequence[Transition], config: AuditConfig) -> li
     complete = bool(log) and log[0].ordinal == 0  # no entries aged out
     if row.max_attempts is not None and complete and row.max_attempts > config.max_attempts + given_back:
         found.append(
-            Violation(
-                "CeilingGrowth",
-                f"ceiling {row.max_attempts} > declared {config.max_attempts} + {given_back} attempt(s) "
-                "given back (snoozes and releases)",
-                job,
+                Violation(
+                    "CeilingGrowth",
+                    f"ceiling {row.max_attempts} > declared {config.max_attempts} + {given_back} attempt(s) "
+                    "given back (snoozes and releases)",
+                    job,
+                )
             )
-        )
     terminal = row.state in TERMINAL
     if terminal != (row.terminal_at is not None):
         found.append(
@@ -352,11 +336,7 @@ def check_row(row: JobRow, log: Sequence[Transition], config: AuditConfig) -> li
         found.append(Violation("LeaseOwnerPresent", "Leased row without lease owner or expiry", job))
     if not leased and (row.lease_owner is not None or row.lease_expiry is not None):
         found.append(
-            Violation(
-                "LeaseOwnerCleared",
-                f"{state_name(row.state)} row still has lease owner {row.lease_owner!r}",
-                job,
-            )
+            Violation("LeaseOwnerCleared", f"{state_name(row.state)} row still has lease owner {row.lease_owner!r}", job)
         )
     return found
 
@@ -382,11 +362,7 @@ def check_provenance(snapshot: Snapshot, journal: _Journal, config: AuditConfig)
                 where = f"ordinal {entry.ordinal}"
                 if entry.actor == ENQUEUE_ACTOR or entry.actor.startswith(CASCADE_PREFIX):
                     parent = entry.actor[len(CASCADE_PREFIX) :] if entry.actor != ENQUEUE_ACTOR else None
-                    if (
-                        mode != ON_SUCCESS
-                        or not failed_parent
-                        or (parent is not None and parent not in parents)
-                    ):
+                    if mode != ON_SUCCESS or not failed_parent or (parent is not None and parent not in parents):
                         found.append(
                             Violation(
                                 "CancelProvenance",
@@ -406,11 +382,7 @@ def check_provenance(snapshot: Snapshot, journal: _Journal, config: AuditConfig)
                         )
                 elif entry.actor not in journal.cancels.get(job, set()):
                     found.append(
-                        Violation(
-                            "CancelProvenance",
-                            f"{where}: cancelled by unjournaled actor {entry.actor!r}",
-                            job,
-                        )
+                        Violation("CancelProvenance", f"{where}: cancelled by unjournaled actor {entry.actor!r}", job)
                     )
             requeued = previous is not None and (previous.state, entry.state) in REQUEUE_EDGES
             if requeued and entry.actor not in journal.requeues.get(job, set()):
@@ -423,9 +395,7 @@ def check_provenance(snapshot: Snapshot, journal: _Journal, config: AuditConfig)
                 )
             if entry.state == QUARANTINED and job not in unroutable:
                 found.append(
-                    Violation(
-                        "QuarantineOnlyUnroutable", f"ordinal {entry.ordinal}: routable job quarantined", job
-                    )
+                    Violation("QuarantineOnlyUnroutable", f"ordinal {entry.ordinal}: routable job quarantined", job)
                 )
             if entry.state == SUCCEEDED and job in unroutable:
                 found.append(Violation("QuarantineOnlyUnroutable", "unroutable job Succeeded", job))
@@ -440,19 +410,14 @@ def check_provenance(snapshot: Snapshot, journal: _Journal, config: AuditConfig)
             )
     for event in journal.executions:
         if event.get("job") in unroutable:
-            found.append(
-                Violation("QuarantineNotExecuted", "a handler ran for an unroutable job", str(event["job"]))
-            )
+            found.append(Violation("QuarantineNotExecuted", "a handler ran for an unroutable job", str(event["job"])))
     return found
 
 
 def previous_is_cooperative(log: Sequence[Transition]) -> bool:
     """Whether the job's last entry is Cancelled straight out of Leased (a cooperative cancel)."""
-    return (
-        len(log) >= 2
-        and log[-1].state == CANCELLED
-        and log[-2].state == LEASED
-        and (log[-1].ordinal == log[-2].ordinal + 1)
+    return len(log) >= 2 and log[-1].state == CANCELLED and log[-2].state == LEASED and (
+        log[-1].ordinal == log[-2].ordinal + 1
     )
 
 
@@ -473,11 +438,7 @@ def check_graph(snapshot: Snapshot) -> list[Violation]:
             # A parent's edges are deleted in the transaction that ends it (its latch resolves);
             # requeue revives only jobs whose edges went when they first ended.
             found.append(
-                Violation(
-                    "DanglingEdge",
-                    f"edge from {state_name(parent_row.state)} parent {parent} still stored",
-                    child,
-                )
+                Violation("DanglingEdge", f"edge from {state_name(parent_row.state)} parent {parent} still stored", child)
             )
     for job, row in snapshot.jobs.items():
         if row.state != AWAITING_PARENT:
@@ -485,9 +446,7 @@ def check_graph(snapshot: Snapshot) -> list[Violation]:
         parents = gating.get(job, [])
         live = [p for p in parents if p in snapshot.jobs and snapshot.jobs[p].state not in TERMINAL]
         if not live:
-            found.append(
-                Violation("NoAwaitingParentOrphan", f"Awaiting Parent with gating parents {parents}", job)
-            )
+            found.append(Violation("NoAwaitingParentOrphan", f"Awaiting Parent with gating parents {parents}", job))
     return found
 
 
@@ -511,15 +470,9 @@ def check_journal_findings(journal: _Journal) -> list[Violation]:
     for event in journal.events:
         op = event.get("op")
         if op == "stray_report" and event.get("result") == "Applied":
-            found.append(
-                Violation("StrayFenced", "a report from a worker holding no lease applied", event.get("job"))
-            )
+            found.append(Violation("StrayFenced", "a report from a worker holding no lease applied", event.get("job")))
         elif op == "stray_heartbeat" and event.get("renewed"):
-            found.append(
-                Violation(
-                    "StrayFenced", "a heartbeat from a worker holding no lease renewed it", event.get("job")
-                )
-            )
+            found.append(Violation("StrayFenced", "a heartbeat from a worker holding no lease renewed it", event.get("job")))
         elif op == "client_error":
             found.append(Violation("ClientException", str(event.get("error")), event.get("job")))
     return found
@@ -651,7 +604,5 @@ def check_stable(before: Snapshot, after: Snapshot) -> list[Violation]:
             continue
         later = after.jobs.get(job)
         if later != row:
-            found.append(
-                Violation("TerminalStable", f"terminal row changed after the drain: {row} -> {later}", job)
-            )
+            found.append(Violation("TerminalStable", f"terminal row changed after the drain: {row} -> {later}", job))
     return found

@@ -71,14 +71,7 @@ class Client:
         try:
             return call()
         except (DatabaseError, InterfaceError) as exc:
-            self.log(
-                op=op,
-                job=str(job) if job else None,
-                result="uncertain",
-                error=str(exc)[:200],
-                t0=t0,
-                **fields,
-            )
+            self.log(op=op, job=str(job) if job else None, result="uncertain", error=str(exc)[:200], t0=t0, **fields)
             connection.close()
             time.sleep(0.1)
         except Exception as exc:
@@ -190,9 +183,7 @@ class Client:
             # Unroutable: an unregistered wire name, or a payload that no longer binds.
             unregistered = dice.random() < 0.5
             wire = UNREGISTERED_WIRE if unregistered else STRICT_WIRE
-            payload = (
-                {"args": [], "kwargs": {"seed": 1}} if unregistered else {"args": [], "kwargs": {"gone": 1}}
-            )
+            payload = {"args": [], "kwargs": {"seed": 1}} if unregistered else {"args": [], "kwargs": {"gone": 1}}
             fields["wire"] = wire
 
             def call() -> Any:
@@ -248,19 +239,10 @@ class Client:
         receipts = self.guarded("enqueue_batch", None, lambda: enqueue_many(prepared))
         if receipts is _FAILED:
             for item in prepared:  # the batch may or may not have committed
-                self.log(
-                    op="enqueue", job=str(item.job_id), result="uncertain", wire=WIRE, parents=[], mode=0
-                )
+                self.log(op="enqueue", job=str(item.job_id), result="uncertain", wire=WIRE, parents=[], mode=0)
             return
         for receipt in receipts:
-            self.log(
-                op="enqueue",
-                job=str(receipt.job_id),
-                result=receipt.enqueue_result.value,
-                wire=WIRE,
-                parents=[],
-                mode=0,
-            )
+            self.log(op="enqueue", job=str(receipt.job_id), result=receipt.enqueue_result.value, wire=WIRE, parents=[], mode=0)
             self.known.append(receipt.job_id)
 
     # --- Operator actions ------------------------------------------------------------------
@@ -271,9 +253,7 @@ class Client:
         if not self.known:
             return
         job_id = self.dice.choice(list(self.known)[-60:])
-        result = self.guarded(
-            "cancel", job_id, lambda: operator.cancel(job_id, actor=self.actor).value, actor=self.actor
-        )
+        result = self.guarded("cancel", job_id, lambda: operator.cancel(job_id, actor=self.actor).value, actor=self.actor)
         if result is not _FAILED:
             self.log(op="cancel", job=str(job_id), actor=self.actor, result=result)
 
@@ -294,10 +274,7 @@ class Client:
                 continue
             self.requeued[job_id] = self.requeued.get(job_id, 0) + 1
             result = self.guarded(
-                "requeue",
-                job_id,
-                lambda j=job_id: operator.requeue(j, actor=self.actor).value,
-                actor=self.actor,
+                "requeue", job_id, lambda j=job_id: operator.requeue(j, actor=self.actor).value, actor=self.actor
             )
             if result is not _FAILED:
                 self.log(op="requeue", job=str(job_id), actor=self.actor, result=result)
@@ -310,9 +287,7 @@ class Client:
         action = operator.pause_queue if pause else operator.resume_queue
         op = "pause" if pause else "resume"
         t0 = time.time()
-        result = self.guarded(
-            op, None, lambda: action(PAUSABLE_QUEUE, actor=self.actor), queue=PAUSABLE_QUEUE
-        )
+        result = self.guarded(op, None, lambda: action(PAUSABLE_QUEUE, actor=self.actor), queue=PAUSABLE_QUEUE)
         if result is not _FAILED:
             self.log(op=op, queue=PAUSABLE_QUEUE, t0=t0, t1=time.time(), ok=True)
 
@@ -325,9 +300,7 @@ class Client:
             "set_limit", None, lambda: operator.set_concurrency_limit(GOVERNED_QUEUE, limit, actor=self.actor)
         )
         # A failed call may have committed: journal it as a possible change (ok=False).
-        self.log(
-            op="limit", queue=GOVERNED_QUEUE, limit=limit, t0=t0, t1=time.time(), ok=result is not _FAILED
-        )
+        self.log(op="limit", queue=GOVERNED_QUEUE, limit=limit, t0=t0, t1=time.time(), ok=result is not _FAILED)
 
     # --- Fence pressure --------------------------------------------------------------------
 
@@ -343,9 +316,7 @@ class Client:
         report = OutcomeReport(
             job_id=job_id, worker_id=f"stray:{self.index}", attempt=self.dice.randint(1, 4), outcome=Success()
         )
-        result = self.guarded(
-            "stray_report", job_id, lambda: store.report_outcome(report, now=timezone.now()).value
-        )
+        result = self.guarded("stray_report", job_id, lambda: store.report_outcome(report, now=timezone.now()).value)
         if result is not _FAILED:
             self.log(op="stray_report", job=str(job_id), result=result)
 
@@ -360,10 +331,7 @@ class Client:
 
         def beat() -> bool:
             results = store.heartbeat(
-                worker_id=f"stray:{self.index}",
-                job_ids=[job_id],
-                lease_duration=timedelta(seconds=3),
-                now=timezone.now(),
+                worker_id=f"stray:{self.index}", job_ids=[job_id], lease_duration=timedelta(seconds=3), now=timezone.now()
             )
             return results[0].renewed
 
@@ -393,9 +361,7 @@ def main(argv: list[str]) -> int:
         try:
             client.run()
         except Exception:
-            client.log(
-                op="client_error", job=None, error="client crashed", trace=traceback.format_exc()[-2000:]
-            )
+            client.log(op="client_error", job=None, error="client crashed", trace=traceback.format_exc()[-2000:])
             return 1
     return 0
 

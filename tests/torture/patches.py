@@ -29,9 +29,7 @@ from .apps import DUPLICATE_DELIVERY_ENV
 DUPLICATE_DELIVERY_P = 0.1
 SABOTAGES = ("fence",)
 #: The fence of store.outcomes.REPORT: Leased, same owner and attempt, lease still live.
-_FENCE = re.compile(
-    r"\(j\.state = 2 AND j\.lease_owner = i\.worker_id AND j\.attempt = i\.attempt\s+AND j\.lease_expiry > %\(now\)s\)"
-)
+_FENCE = re.compile(r"\(j\.state = 2 AND j\.lease_owner = i\.worker_id AND j\.attempt = i\.attempt\s+AND j\.lease_expiry > %\(now\)s\)")
 
 
 class SabotageError(RuntimeError):

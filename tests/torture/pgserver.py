@@ -38,12 +38,7 @@ class Server:
         )
 
     def env(self) -> dict[str, str]:
-        return {
-            "PGHOST": self.host,
-            "PGPORT": str(self.port),
-            "PGUSER": self.user,
-            "PGPASSWORD": self.password,
-        }
+        return {"PGHOST": self.host, "PGPORT": str(self.port), "PGUSER": self.user, "PGPASSWORD": self.password}
 
     def connect(self, dbname: str = "postgres", timeout: int = 5) -> object:
         import psycopg
@@ -96,9 +91,7 @@ class Server:
 
 def _bindir() -> Path | None:
     try:
-        out = subprocess.run(
-            ["pg_config", "--bindir"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
         if (Path(out) / "initdb").exists():
             return Path(out)
     except (OSError, subprocess.CalledProcessError):
@@ -143,16 +136,7 @@ class PrivateCluster:
         if self.bindir is None:
             raise RuntimeError("no initdb found (pg_config --bindir, /usr/lib/postgresql/*/bin)")
         subprocess.run(
-            [
-                *self._run_as,
-                str(self.bindir / "initdb"),
-                "-D",
-                str(self.datadir),
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-            ],
+            [*self._run_as, str(self.bindir / "initdb"), "-D", str(self.datadir), "-A", "trust", "-U", "postgres"],
             capture_output=True,
             text=True,
             check=True,

@@ -236,9 +236,7 @@ class Runner:
             else:
                 self.cluster = cluster
                 self.server = cluster.server
-                self.note(
-                    f"private PostgreSQL cluster on port {cluster.port} ({cluster.datadir}) for restarts"
-                )
+                self.note(f"private PostgreSQL cluster on port {cluster.port} ({cluster.datadir}) for restarts")
         elif config.mode == "long":
             self.note("PostgreSQL restarts disabled (--restarts off)")
         if not self.server.wait_ready(timeout=15):
@@ -274,9 +272,7 @@ class Runner:
                     self.note(f"PostgreSQL restart failed: {exc}")
                 else:
                     self.figures.postgres_restarts += 1
-                    logger.info(
-                        "PostgreSQL restarted (%s) in %.1f s", "immediate" if immediate else "fast", downtime
-                    )
+                    logger.info("PostgreSQL restarted (%s) in %.1f s", "immediate" if immediate else "fast", downtime)
                 conn = None
                 next_restart = time.monotonic() + self.config.restart_every
                 continue
@@ -333,9 +329,7 @@ class Runner:
             if not slot.expected_exit:
                 slot.unexpected_exits += 1
                 self.figures.unexpected_worker_exits += 1
-                self.note(
-                    f"worker slot {slot.index} exited on its own (code {slot.process.returncode}); respawned"
-                )
+                self.note(f"worker slot {slot.index} exited on its own (code {slot.process.returncode}); respawned")
                 if slot.unexpected_exits >= MAX_UNEXPECTED_EXITS:
                     raise InfrastructureError(
                         f"worker slot {slot.index} keeps exiting; see {self.dir}/worker-{slot.index}-*.log"
@@ -415,14 +409,9 @@ class Runner:
         while time.time() < deadline:
             self._watch_workers()
             if time.monotonic() >= next_report:
-                logger.info(
-                    "%.0f s left; kills %d, stops %d, backend terminations %d, restarts %d",
-                    deadline - time.time(),
-                    self.figures.worker_kills,
-                    self.figures.worker_stops,
-                    self.figures.backend_terminations,
-                    self.figures.postgres_restarts,
-                )
+                logger.info("%.0f s left; kills %d, stops %d, backend terminations %d, restarts %d",
+                            deadline - time.time(), self.figures.worker_kills, self.figures.worker_stops,
+                            self.figures.backend_terminations, self.figures.postgres_restarts)
                 next_report = time.monotonic() + 60
             time.sleep(0.2)
         self.stop_chaos.set()
@@ -558,9 +547,7 @@ class Runner:
                 behind = [
                     observer_id
                     for observer_id, (states, wire) in OBSERVERS.items()
-                    if store.observer_lag(
-                        observer_id, states=[JobState(s) for s in states], wire_name=wire
-                    ).pending
+                    if store.observer_lag(observer_id, states=[JobState(s) for s in states], wire_name=wire).pending
                 ]
             except DatabaseError:
                 connection.close()
@@ -588,82 +575,28 @@ class Runner:
         sequence_to_id: dict[int, str] = {}
         jobs: dict[str, JobRow] = {}
         for values in JobRecord.objects.values_list(
-            "sequence",
-            "job_id",
-            "wire_name",
-            "queue",
-            "state",
-            "attempt",
-            "lease_owner",
-            "lease_expiry",
-            "terminal_at",
-            "terminal_cause",
-            "mode",
-            "max_attempts",
+            "sequence", "job_id", "wire_name", "queue", "state", "attempt", "lease_owner", "lease_expiry",
+            "terminal_at", "terminal_cause", "mode", "max_attempts",
         ):
-            (
-                sequence,
-                job_id,
-                wire,
-                queue,
-                state,
-                attempt,
-                owner,
-                expiry,
-                terminal_at,
-                cause,
-                mode,
-                ceiling,
-            ) = values
+            sequence, job_id, wire, queue, state, attempt, owner, expiry, terminal_at, cause, mode, ceiling = values
             key = str(job_id)
             sequence_to_id[sequence] = key
             jobs[key] = JobRow(
-                job_id=key,
-                wire_name=wire,
-                queue=queue,
-                state=state,
-                attempt=attempt,
-                lease_owner=owner,
+                job_id=key, wire_name=wire, queue=queue, state=state, attempt=attempt, lease_owner=owner,
                 lease_expiry=expiry.timestamp() if expiry else None,
-                terminal_at=terminal_at.timestamp() if terminal_at else None,
-                terminal_cause=cause,
-                mode=mode,
+                terminal_at=terminal_at.timestamp() if terminal_at else None, terminal_cause=cause, mode=mode,
                 max_attempts=ceiling,
             )
         transitions: dict[str, list[Transition]] = {}
         self.figures.timeouts = self.figures.discards = 0
-        for (
-            id_,
-            sequence,
-            ordinal,
-            state,
-            attempt,
-            actor,
-            recorded_at,
-            failed,
-            position,
-        ) in JobTransition.objects.order_by("job_id", "ordinal").values_list(
-            "id",
-            "job_id",
-            "ordinal",
-            "state",
-            "attempt",
-            "actor",
-            "recorded_at",
-            "failure_detail",
-            "position",
+        for id_, sequence, ordinal, state, attempt, actor, recorded_at, failed, position in (
+            JobTransition.objects.order_by("job_id", "ordinal").values_list(
+                "id", "job_id", "ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail", "position"
+            )
         ):
             transitions.setdefault(sequence_to_id.get(sequence, f"seq:{sequence}"), []).append(
-                Transition(
-                    id=id_,
-                    ordinal=ordinal,
-                    state=state,
-                    attempt=attempt,
-                    actor=actor,
-                    recorded_at=recorded_at.timestamp(),
-                    failed=failed is not None,
-                    position=position,
-                )
+                Transition(id=id_, ordinal=ordinal, state=state, attempt=attempt, actor=actor,
+                           recorded_at=recorded_at.timestamp(), failed=failed is not None, position=position)
             )
             if failed is not None:
                 self.figures.timeouts += failed.startswith("backwave_django.JobTimeout:")
@@ -673,8 +606,7 @@ class Runner:
             for p, c in JobDependency.objects.values_list("parent_id", "child_id")
         ]
         tags = [
-            (sequence_to_id.get(j, f"seq:{j}"), k, v)
-            for j, k, v in JobTag.objects.values_list("job_id", "key", "value")
+            (sequence_to_id.get(j, f"seq:{j}"), k, v) for j, k, v in JobTag.objects.values_list("job_id", "key", "value")
         ]
         dead_letters: dict[str, set[int]] = {}
         for observer_id, position in ObserverDeadLetter.objects.values_list("observer_id", "position"):
@@ -709,9 +641,7 @@ class Runner:
         f.operations = sum(int(e.get("operations", 0)) for e in events if e.get("op") == "client_done")
         f.enqueues_accepted = sum(1 for e in events if e.get("op") == "enqueue" and e.get("result") == "Ok")
         f.duplicate_races = sum(
-            1
-            for e in events
-            if e.get("op") == "enqueue" and e.get("pooled") and e.get("result") == "Duplicate"
+            1 for e in events if e.get("op") == "enqueue" and e.get("pooled") and e.get("result") == "Duplicate"
         )
         f.executions = sum(1 for e in events if e.get("op") == "exec")
         f.observer_deliveries = sum(1 for e in events if e.get("op") == "observed" and e.get("did") == "ok")
@@ -761,9 +691,7 @@ class Runner:
             + (f" --sabotage {self.config.sabotage}" if self.config.sabotage else ""),
         }
         (self.dir / "run.json").write_text(json.dumps(run, indent=2))
-        (self.dir / "violations.json").write_text(
-            json.dumps([v.as_dict() for v in self.violations], indent=2)
-        )
+        (self.dir / "violations.json").write_text(json.dumps([v.as_dict() for v in self.violations], indent=2))
         if code == EXIT_CLEAN and not self._keep():
             return
         with (self.dir / "journal.jsonl").open("w") as handle:

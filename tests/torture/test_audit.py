@@ -57,15 +57,11 @@ def row(job: str, entries: list[Transition], **fields: Any) -> JobRow:
     return JobRow(**values)
 
 
-def enqueued(
-    job: str, *, result: str = "Ok", parents: tuple[str, ...] = (), mode: int = ON_SUCCESS
-) -> dict[str, Any]:
+def enqueued(job: str, *, result: str = "Ok", parents: tuple[str, ...] = (), mode: int = ON_SUCCESS) -> dict[str, Any]:
     return {"op": "enqueue", "job": job, "result": result, "parents": list(parents), "mode": mode, "t": 0.0}
 
 
-def run(
-    jobs: dict[str, list[Transition]], events: list[dict[str, Any]] | None = None, **snapshot: Any
-) -> list[str]:
+def run(jobs: dict[str, list[Transition]], events: list[dict[str, Any]] | None = None, **snapshot: Any) -> list[str]:
     """Audit ``jobs`` (rows derived from their logs unless given) and return the oracle names hit."""
     rows = snapshot.pop("rows", {})
     snap = Snapshot(
@@ -281,9 +277,7 @@ def test_client_exceptions_that_are_not_database_faults_are_findings() -> None:
 
 def _governed(job: str, claim_id: int, end_id: int, at: float) -> tuple[list[Transition], JobRow]:
     entries = [
-        Transition(
-            id=claim_id - 1, ordinal=0, state=SCHEDULED, attempt=0, actor="enqueue", recorded_at=at - 1
-        ),
+        Transition(id=claim_id - 1, ordinal=0, state=SCHEDULED, attempt=0, actor="enqueue", recorded_at=at - 1),
         Transition(id=claim_id, ordinal=1, state=LEASED, attempt=1, actor=W1, recorded_at=at),
         Transition(id=end_id, ordinal=2, state=SUCCEEDED, attempt=1, actor=W1, recorded_at=at + 1),
     ]
@@ -329,8 +323,6 @@ def test_drain_and_stability_checks() -> None:
     live = log((SCHEDULED, 0, "enqueue"))
     before = Snapshot(jobs={"a": row("a", done), "b": row("b", live)}, transitions={"a": done, "b": live})
     assert [v.oracle for v in check_drained(before)] == ["DrainLiveness"]
-    changed = Snapshot(
-        jobs={"a": row("a", done, terminal_cause="late write"), "b": row("b", live)}, transitions={}
-    )
+    changed = Snapshot(jobs={"a": row("a", done, terminal_cause="late write"), "b": row("b", live)}, transitions={})
     assert [v.oracle for v in check_stable(before, changed)] == ["TerminalStable"]
     assert check_stable(before, before) == []

@@ -22,9 +22,7 @@ ENDS = {"ends": (frozenset({SUCCEEDED, DEAD_LETTERED}), "work")}
 STATES = (SCHEDULED, LEASED, SUCCEEDED)
 
 
-def _snapshot(
-    *, cursor: int | None = 6, dead: frozenset[int] = frozenset(), unnumbered: bool = False
-) -> Snapshot:
+def _snapshot(*, cursor: int | None = 6, dead: frozenset[int] = frozenset(), unnumbered: bool = False) -> Snapshot:
     transitions = {
         job: [
             Transition(

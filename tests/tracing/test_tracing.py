@@ -105,9 +105,7 @@ def test_the_handler_runs_in_a_consumer_span_that_is_a_child_of_the_enqueuing_sp
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(
-    ("handler", "inner"), [(nested, "inside the handler"), (async_nested, "inside the async handler")]
-)
+@pytest.mark.parametrize(("handler", "inner"), [(nested, "inside the handler"), (async_nested, "inside the async handler")])
 def test_spans_the_handler_opens_are_children_of_its_attempt_span(spans, tracer, handler, inner):
     with tracer.start_as_current_span("request"):
         handler.enqueue()
@@ -165,10 +163,7 @@ def test_snoozed_discarded_and_quarantined_attempts_say_so(spans, tracer):
     run_worker("default")
 
     snoozed, then = runs(spans, "test.snoozer")
-    assert (snoozed.attributes["backwave.job.outcome"], snoozed.status.status_code) == (
-        "snoozed",
-        StatusCode.UNSET,
-    )
+    assert (snoozed.attributes["backwave.job.outcome"], snoozed.status.status_code) == ("snoozed", StatusCode.UNSET)
     assert then.attributes["backwave.job.outcome"] == "succeeded"
     [discarded] = runs(spans, "test.discarder")
     assert discarded.attributes["backwave.job.outcome"] == "dead_lettered"
@@ -310,12 +305,7 @@ def test_a_later_version_may_carry_more_fields():
 
 @pytest.mark.django_db
 def test_a_minted_schedule_instance_has_no_trace_context(tracer):
-    spec = ScheduleSpec(
-        schedule_id="tracing.tick",
-        cron="* * * * *",
-        wire_name="test.echo",
-        payload={"args": [], "kwargs": {}},
-    )
+    spec = ScheduleSpec(schedule_id="tracing.tick", cron="* * * * *", wire_name="test.echo", payload={"args": [], "kwargs": {}})
     with tracer.start_as_current_span("maintenance"):
         store.upsert_schedule(spec, now=T0)
         assert store.mint_due(now=T0 + timedelta(minutes=2)) == 2

@@ -80,21 +80,15 @@ def test_every_transition_is_delivered_in_log_order_and_a_failing_observer_is_re
         )
     # The observer logs "ok" before the worker reports the delivery, so the cursor catches up a moment later.
     wait_for(
-        lambda: (
-            store.observer_lag(
-                "test.flaky-finisher", states=[JobState.SUCCEEDED], wire_name="test.echo"
-            ).pending
-            == 0
-        ),
+        lambda: store.observer_lag("test.flaky-finisher", states=[JobState.SUCCEEDED], wire_name="test.echo").pending
+        == 0,
         what="the flaky observer's cursor to pass its last delivery",
     )
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(20) == 0
 
 
-def test_an_observer_that_times_out_is_dead_lettered_and_the_worker_carries_on(
-    workers, tmp_path, admin_client
-):
+def test_an_observer_that_times_out_is_dead_lettered_and_the_worker_carries_on(workers, tmp_path, admin_client):
     doomed = jobs.always_fails.enqueue().job_id  # max_attempts=2: dead-letters on its second attempt
     worker, log = _observed(
         workers,
