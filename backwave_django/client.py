@@ -253,13 +253,9 @@ def enqueue_many(prepared: Sequence[PreparedJob]) -> list[EnqueueReceipt]:
                 [item for item, e in zip(jobs[start:], entries, strict=False) if e.result is EnqueueResult.OK]
             )
 
-    if len(jobs) <= ENQUEUE_MANY_BATCH:  # one batch: nothing to overlap
-        now = clock.now()
-        written(
-            store.enqueue_batch(
-                [item.new_job(now, trace_context) for item in jobs], now=now, raise_refusals=True
-            )
-        )
+    if len(jobs) <= ENQUEUE_MANY_BATCH:  # one batch (or none): nothing to overlap
+        for batch, now in batches():
+            written(store.enqueue_batch(batch, now=now, raise_refusals=True))
     else:
         store.enqueue_batches(batches(), written=written, raise_refusals=True)
     return receipts

@@ -3,9 +3,10 @@
 A claim's queue locks, settings and one claim statement per queue go out together (psycopg's
 pipeline mode) as one transaction, which the pipeline's Sync commits, and each claim statement
 works out its own batch size. An outcome batch's ``BEGIN``, report statement and check for
-waiting children go out together, and the ``COMMIT`` follows. These tests run outside any transaction (``transaction=True``), so the
-store takes those paths; ``test_claim.py`` and ``test_outcomes.py`` cover the same rules inside
-a caller's transaction, where both have the classic shape.
+waiting children go out together, and the ``COMMIT`` follows. These tests run outside any
+transaction (``transaction=True``), so the store takes those paths; ``test_claim.py`` and
+``test_outcomes.py`` cover the same rules inside a caller's transaction, where both have the
+classic shape.
 """
 
 from __future__ import annotations
