@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Iterator
 
 #: Namespace of the stable ids derived from string job keys (``job_id="order-42"``).
 JOB_KEY_NAMESPACE = uuid.UUID("6f1c1f3e-0b8a-4a7e-9c55-6b61636b7761")
@@ -13,20 +14,16 @@ JOB_KEY_NAMESPACE = uuid.UUID("6f1c1f3e-0b8a-4a7e-9c55-6b61636b7761")
 def uuid7() -> uuid.UUID:
     """A random UUIDv7: 48 bits of Unix milliseconds, then randomness (RFC 9562).
 
-    Time-ordered ids keep the job table's unique index append-mostly.
+    Time-ordered ids keep the job table's unique index append-mostly. The random bits come from
+    the operating system's generator (``os.urandom``), read for many ids at once
+    (:func:`_random_parts`).
     """
-    millis = time.time_ns() // 1_000_000
-    random = int.from_bytes(os.urandom(10), "big") & _RANDOM_BITS
-    return _uuid_from_int((millis & 0xFFFF_FFFF_FFFF) << 80 | random | _VERSION_AND_VARIANT)
-
-
-def _uuid_from_int(value: int) -> uuid.UUID:
-    """``uuid.UUID(int=value)`` for a value known to be a valid 128-bit UUID, without the
-    constructor's argument checks (a third of the cost of a new job id): the two slots a
-    ``UUID`` has, set as its constructor sets them."""
-    made = object.__new__(uuid.UUID)
-    object.__setattr__(made, "int", value)
-    object.__setattr__(made, "is_safe", uuid.SafeUUID.unknown)
+    random = next(_pool, None)
+    if random is None:
+        random = _refill()
+    made = _NEW(uuid.UUID)  # ``uuid.UUID(int=...)`` without its argument checks: a third of the cost
+    _SET_INT(made, (time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF) << 80 | random)
+    _SET_IS_SAFE(made, uuid.SafeUUID.unknown)
     return made
 
 
@@ -34,6 +31,47 @@ def _uuid_from_int(value: int) -> uuid.UUID:
 _RANDOM_BITS = ((1 << 80) - 1) & ~(0xF << 76) & ~(0x3 << 62)
 #: Version 7 (bits 76 to 79) and the standard variant, binary 10 (bits 62 and 63).
 _VERSION_AND_VARIANT = 0x7 << 76 | 0x2 << 62
+#: How many ids' random bits one ``os.urandom`` call reads (10 bytes each).
+_POOL_SIZE = 256
+#: A ``UUID`` has two slots; setting them through their descriptors is what its constructor does.
+_NEW = object.__new__
+_SET_INT = uuid.UUID.__dict__["int"].__set__
+_SET_IS_SAFE = uuid.UUID.__dict__["is_safe"].__set__
+
+
+def _random_parts() -> Iterator[int]:
+    """The low 80 bits of :data:`_POOL_SIZE` ids (version and variant set), from one read of the
+    system's generator: one system call per id cost about as much as the rest of the id."""
+    data = os.urandom(10 * _POOL_SIZE)
+    return iter(
+        [
+            int.from_bytes(data[start : start + 10]) & _RANDOM_BITS | _VERSION_AND_VARIANT
+            for start in range(0, len(data), 10)
+        ]
+    )
+
+
+_pool: Iterator[int] = iter(())
+
+
+def _refill() -> int:
+    """A new pool, and its first value. Taking a value is one ``next()`` on a list iterator, which
+    no other thread can interleave with, so threads never share one; two threads that find the
+    pool empty together each make a new one, and the values of the one that is dropped are never
+    used."""
+    global _pool
+    _pool = _random_parts()
+    return next(_pool)
+
+
+def _forget_pool() -> None:
+    """A forked child starts with an empty pool: it must not reuse its parent's random bits."""
+    global _pool
+    _pool = iter(())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def job_id_for_key(wire_name: str, key: str) -> uuid.UUID:

@@ -1,4 +1,6 @@
+import os
 import pickle
+import threading
 import uuid
 
 import pytest
@@ -68,6 +70,40 @@ def test_a_uuid7_is_a_uuid_like_any_other():
     assert made.variant == uuid.RFC_4122
     assert pickle.loads(pickle.dumps(made)) == usual
     assert uuid.UUID(str(made)) == made
+
+
+def test_uuid7s_made_by_many_threads_at_once_are_all_different():
+    """The random bits come from a pool (core/ids.py); no two threads may take the same ones."""
+    made: list[list[uuid.UUID]] = [[] for _ in range(8)]
+    start = threading.Barrier(len(made))
+
+    def make(into: list[uuid.UUID]) -> None:
+        start.wait()
+        into.extend(uuid7() for _ in range(20_000))
+
+    threads = [threading.Thread(target=make, args=(ids,)) for ids in made]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({i for ids in made for i in ids}) == 8 * 20_000
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+def test_a_forked_child_does_not_reuse_its_parents_random_bits():
+    uuid7()  # the parent has a pool with values left
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send the random bits of its next three ids, then leave at once
+        os.write(writing, b"".join(uuid7().bytes[6:] for _ in range(3)))
+        os._exit(0)
+    os.close(writing)
+    os.waitpid(pid, 0)
+    from_child = os.read(reading, 64)
+    os.close(reading)
+    from_parent = b"".join(uuid7().bytes[6:] for _ in range(3))
+    assert len(from_child) == 30
+    assert from_child != from_parent
 
 
 def test_job_keys_give_stable_ids_per_wire_name():
