@@ -125,6 +125,24 @@ def test_a_prepared_job_is_stored_as_the_same_job_built_in_full() -> None:
     assert fast.tag_pairs == (("", "from-definition"), ("k", "v"), ("", "vip"))
 
 
+def test_a_prepared_job_is_a_frozen_dataclass_like_one_built_by_its_constructor() -> None:
+    """``prepare()`` fills the slots itself (client.py's ``_build_prepared``); the job still has
+    every field, compares, prints and copies as one built by ``PreparedJob(...)``, and is frozen."""
+    options = jobs.tagger.using(tags=["vip"], priority=3, run_after=timedelta(minutes=1), queue="eu")
+    prepared = options.prepare()
+    built = PreparedJob(
+        **{f.name: getattr(prepared, f.name) for f in dataclasses.fields(PreparedJob) if f.init}
+    )
+    assert prepared == built
+    assert repr(prepared) == repr(built)
+    assert (prepared.queue, prepared.priority, prepared.tags) == ("eu", 3, ("vip",))
+    assert prepared._checked is options._checked
+    assert prepared._payload_json == b'{"args":[],"kwargs":{}}'
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        prepared.queue = "other"  # type: ignore[misc]
+    assert dataclasses.replace(prepared, priority=4).priority == 4
+
+
 def test_a_copied_prepared_job_is_checked_again_when_enqueued() -> None:
     good = jobs.echo.prepare("ok")
     with pytest.raises(ValueError, match="priority must be from -100 to 100"):

@@ -210,6 +210,11 @@ class NewJob:
     #: The W3C ``traceparent`` of the span that enqueued the job, stored verbatim (the store never
     #: makes one up; see docs/tracing.md), or None.
     trace_context: str | None = None
+    #: Whether ``job_id`` was just made for this job (``uuid7``, by ``prepare()``), so that no
+    #: other job can hold it: a conflict on it can only be this same job sent again. A hint for
+    #: the store, which then inserts without looking for the id first and looks only if the insert
+    #: meets it (docs/store.md); a wrong hint costs a retry, never a wrong result.
+    id_is_new: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
@@ -251,12 +256,14 @@ class NewJob:
         due_time: datetime,
         unique: UniqueKey | None,
         trace_context: str | None,
+        id_is_new: bool = False,
     ) -> NewJob:
         """Another job with this one's checked values (wire name, queue, parents, mode, tags,
-        policy, priority) and its own id, payload, due time, unique key and trace context, which
-        the caller has already checked as ``__post_init__`` would (``payload_json`` is the
-        payload's stored JSON). The client's ``prepare()`` builds one NewJob per set of options,
-        so every check runs here, once, and each job then costs a copy (see client.py)."""
+        policy, priority) and its own id (``id_is_new`` as above), payload, due time, unique key
+        and trace context, which the caller has already checked as ``__post_init__`` would
+        (``payload_json`` is the payload's stored JSON). The client's ``prepare()`` builds one
+        NewJob per set of options, so every check runs here, once, and each job then costs a copy
+        (see client.py)."""
         new_job = object.__new__(NewJob)
         object.__setattr__(
             new_job,
@@ -269,6 +276,7 @@ class NewJob:
                 "due_time": due_time,
                 "unique": unique,
                 "trace_context": trace_context,
+                "id_is_new": id_is_new,
             },
         )
         return new_job

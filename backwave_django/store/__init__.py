@@ -21,7 +21,7 @@ from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
 from .batches import enqueue_batches
 from .claims import claim
-from .enqueueing import Enqueued, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
+from .enqueueing import check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import (
     count_purgeable,
     prune_workers,
@@ -31,6 +31,7 @@ from .housekeeping import (
     touch_worker,
     unregister_worker,
 )
+from .job_inserts import Enqueued
 from .leases import expire_leases, heartbeat, record_progress, release_leases
 from .observers import (
     claim_observer_deliveries,

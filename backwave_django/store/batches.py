@@ -11,17 +11,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import IntegrityError, connections
 
 from ..conf import get_settings
 from ..core.outcomes import NewJob
 from ..core.states import EnqueueResult
 from ..database import jobs_database
 from ._tx import own_transaction, pipelined_transaction, uses_postgres_statements
-from .enqueueing import Enqueued, enqueue_batch, enqueued_entries, insert_statement, judge_bounds
+from .enqueueing import enqueue_batch, judge_bounds
+from .job_inserts import Enqueued, enqueued_entries, insert_statement, is_new_ids_statement, stored_ids
 
 
 def enqueue_batches(
@@ -58,6 +60,19 @@ def enqueue_batches(
             written(entries)
 
 
+@dataclass(slots=True)
+class _Sent:
+    """A batch on the pipeline: its jobs, their judgements, the position of each id sent
+    (``insert_statement``'s ``first``), and its statement."""
+
+    jobs: list[NewJob]
+    results: list[EnqueueResult | None]
+    first: dict[uuid.UUID, int]
+    statement: str
+    params: dict[str, Any]
+    now: datetime
+
+
 class _OverlappedWriter:
     """:func:`enqueue_batches` on PostgreSQL: the batch in flight on the connection's pipeline
     (opened at the first batch sent, closed before a batch that takes another path), and the
@@ -68,7 +83,8 @@ class _OverlappedWriter:
         self.settings = get_settings()
         self.own = own_transaction(using)
         self.cursors: tuple[Any, Any] | None = None
-        self.in_flight: tuple[list[NewJob], list[EnqueueResult | None], dict[uuid.UUID, int]] | None = None
+        self.open_pipeline: Any = None
+        self.in_flight: _Sent | None = None
 
     def guarded(
         self, batches: Iterator[tuple[Sequence[NewJob], datetime]]
@@ -94,7 +110,9 @@ class _OverlappedWriter:
             return
         try:  # the client's work on this batch, while the database writes the one in flight
             results = judge_bounds(jobs, now, self.settings, self.raise_refusals)
-            statement, params, first = insert_statement(jobs, results, now, self.settings)
+            statement, params, first = insert_statement(
+                jobs, results, now, self.settings, new_ids_allowed=self.own
+            )
         except BaseException:
             self.collect()
             raise
@@ -102,32 +120,73 @@ class _OverlappedWriter:
             self.collect()
             self.stored.append(enqueued_entries(jobs, results, first, []))
             return
-        control, inserting = self.cursors or self._open(len(jobs))
+        if self.cursors is None:
+            self._open(len(jobs))
         # The batch before is committed (or failed) before this one is sent; its rows are turned
         # into entries only after, while the database writes this one.
         previous, self.in_flight = self.in_flight, None
-        rows = inserting.fetchall() if previous is not None else []
-        if self.own:
-            control.execute("BEGIN")
-        inserting.execute(statement, params)
-        if self.own:
-            control.execute("COMMIT")
-        self.in_flight = (jobs, results, first)
         if previous is not None:
-            self.stored.append(enqueued_entries(*previous, rows))
+            previous, rows = self._rows(previous)
+        self.in_flight = self._send(_Sent(jobs, results, first, statement, params, now))
+        if previous is not None:
+            self.stored.append(self._entries(previous, rows))
 
     def collect(self) -> None:
         """Wait for the batch in flight and keep its entries."""
         if self.in_flight is not None and self.cursors is not None:
-            jobs, results, first = self.in_flight
-            self.in_flight = None
-            self.stored.append(enqueued_entries(jobs, results, first, self.cursors[1].fetchall()))
+            sent, self.in_flight = self.in_flight, None
+            self.stored.append(self._entries(*self._rows(sent)))
 
-    def _open(self, jobs: int) -> tuple[Any, Any]:
+    def _send(self, sent: _Sent) -> _Sent:
+        """Put ``sent`` on the pipeline, in a transaction of its own unless in the caller's."""
+        import psycopg  # only PostgreSQL projects have it
+
+        assert self.cursors is not None
+        control, inserting = self.cursors
+        try:
+            if self.own:
+                control.execute("BEGIN")
+            inserting.execute(sent.statement, sent.params)
+            if self.own:
+                control.execute("COMMIT")
+        except (psycopg.errors.IntegrityError, IntegrityError):  # Django's, from a watched cursor
+            if not is_new_ids_statement(sent.statement):
+                raise
+            return self._send_again(sent)
+        return sent
+
+    def _rows(self, sent: _Sent) -> tuple[_Sent, list[tuple[Any, ...]]]:
+        """Wait for ``sent``'s rows (for a batch sent again, the second sending's)."""
+        import psycopg  # only PostgreSQL projects have it
+
+        assert self.cursors is not None
+        try:
+            return sent, self.cursors[1].fetchall()
+        except (psycopg.errors.IntegrityError, IntegrityError):
+            if not is_new_ids_statement(sent.statement):
+                raise
+            return self._rows(self._send_again(sent))
+
+    def _send_again(self, sent: _Sent) -> _Sent:
+        """A batch of new ids met one that was stored before (the same prepared job sent twice):
+        its transaction failed and wrote nothing. End the pipeline's failed stretch, roll that
+        transaction back, and send the batch again with ``ON CONFLICT``, which finds the
+        duplicates."""
+        assert self.cursors is not None
+        self.open_pipeline.sync()
+        self.cursors[0].execute("ROLLBACK")
+        statement, params, first = insert_statement(sent.jobs, sent.results, sent.now, self.settings)
+        return self._send(_Sent(sent.jobs, sent.results, first, statement, params, sent.now))
+
+    @staticmethod
+    def _entries(sent: _Sent, rows: list[tuple[Any, ...]]) -> list[Enqueued]:
+        stored = stored_ids(sent.statement, sent.first, rows)
+        return enqueued_entries(sent.jobs, sent.results, sent.first, stored)
+
+    def _open(self, jobs: int) -> None:
         connections[self.using].validate_no_broken_transaction()
         pipeline, cursor = self.pipeline.enter_context(
             pipelined_transaction(self.using, jobs=jobs, in_callers_transaction=not self.own)
         )
-        self.pipeline.enter_context(pipeline())
+        self.open_pipeline = self.pipeline.enter_context(pipeline())
         self.cursors = (cursor(), cursor())
-        return self.cursors

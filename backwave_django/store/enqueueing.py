@@ -27,9 +27,7 @@ from ..database import jobs_database
 from ..exceptions import EnqueueError
 from ..models import JobDependency, JobRecord, JobTag, JobTransition
 from ._rows import PARENT_FAILURE_CAUSE
-from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
 from ._tx import (
-    HINT_CHANNEL,
     atomic_retrying,
     fetch_bound,
     notify,
@@ -38,6 +36,15 @@ from ._tx import (
     retrying,
     server_cursor,
     uses_postgres_statements,
+)
+from .job_inserts import (
+    ENQUEUE_ACTOR,
+    Enqueued,
+    enqueued_entries,
+    insert_statement,
+    is_new_ids_statement,
+    stored_ids,
+    stored_policy,
 )
 from .uniqueness import (
     LOCK_UNIQUE_KEYS,
@@ -49,8 +56,6 @@ from .uniqueness import (
     unique_holders,
     wanted_keys,
 )
-
-ENQUEUE_ACTOR = "enqueue"
 
 
 def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
@@ -75,15 +80,6 @@ def enqueue_many(
     ``DUPLICATE`` is never a refusal: the existing job is kept.
     """
     return [entry.result for entry in enqueue_batch(new_jobs, now=now, raise_refusals=raise_refusals)]
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueued:
-    """How one job of a batch was judged, and the id that now stands for it: its own, or for a
-    ``DUPLICATE`` the job that already exists (the same id, or the unique job it conflicts with)."""
-
-    result: EnqueueResult
-    job_id: uuid.UUID
 
 
 def enqueue_batch(
@@ -259,24 +255,6 @@ def _insert_many(
     return [Enqueued(r, job_id) for r, job_id in zip(results, stands_for, strict=True) if r is not None]
 
 
-def stored_policy(
-    max_attempts: int | None,
-    backoff: Sequence[float] | None,
-    timeout: float | None,
-    settings: BackWaveSettings,
-) -> dict[str, Any]:
-    """The policy columns a new job row is stored with: its own values, or the settings' (the
-    ceiling from ``RETRY`` and the time limit from ``JOB_TIMEOUT``; a backoff stays None, which
-    means the settings' backoff at the time of each decision)."""
-    if timeout is None and settings.job_timeout is not None:
-        timeout = settings.job_timeout.total_seconds()
-    return {
-        "max_attempts": settings.retry.max_attempts if max_attempts is None else max_attempts,
-        "backoff": None if backoff is None else list(backoff),
-        "timeout": timeout,
-    }
-
-
 def initial_state(
     new_job: NewJob, parent_states: list[JobState], declared: list[uuid.UUID]
 ) -> tuple[JobState, str | None, list[uuid.UUID]]:
@@ -343,122 +321,7 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
         notify(using, queue)
 
 
-# --- The PostgreSQL path: jobs without parents in one statement ---------------------------------
-
-#: What follows the insert of jobs without parents, in both statements below: their first
-#: transition, their tags (one JSON document for the batch, ``[]`` without tags: cheaper to send
-#: than three arrays), and the wake-up hints of the queues that got a job due now.
-_AFTER_INSERT = f"""
-, logged AS (
-    INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
-    SELECT sequence, 0, %(now)s, {SCHEDULED}, 0, NULL, %(actor)s FROM inserted WHERE %(history)s
-), tagged AS (
-    INSERT INTO {TAGS} (job_id, key, value)
-    SELECT i.sequence, t.key, t.value
-    FROM inserted AS i
-    JOIN jsonb_to_recordset(%(tags)s::jsonb) AS t (job_id uuid, key text, value text)
-      ON t.job_id = i.job_id
-), hinted AS (
-    SELECT pg_notify(%(channel)s, queue)
-    FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
-)
-SELECT job_id, (SELECT count(*) FROM hinted) FROM inserted
-"""
-
-_JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, attempt, cancel_requested,
-                        parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
-                        priority, trace_context, unique_key"""
-
-#: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT`. The batch travels as two
-#: JSON documents (:func:`_documents`): ``shapes``, one array per distinct set of the columns jobs
-#: share (wire name, queue, due time, policy, …), and ``jobs``, one ``[job_id, shape number,
-#: payload]`` per job (a unique job's key after its payload). Both are encoded in C on the client
-#: and parsed once on the server, far cheaper than ten parameter arrays dumped value by value; the
-#: shared columns are encoded and cast once per shape, not once per job. Of two equal ids only the
-#: first is sent (the other is a DUPLICATE); rows are inserted in the batch's order, so their
-#: sequences (the claim order of jobs due at the same time) follow it.
-ENQUEUE = f"""
-WITH shapes AS MATERIALIZED (
-    SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
-           (s.shape->>2)::timestamptz AS due_time, (s.shape->>3)::smallint AS mode,
-           (s.shape->>4)::int AS max_attempts, nullif(s.shape->5, 'null'::jsonb) AS backoff,
-           (s.shape->>6)::float8 AS timeout, (s.shape->>7)::smallint AS priority,
-           s.shape->>8 AS trace_context
-    FROM jsonb_array_elements(%(shapes)s::jsonb) WITH ORDINALITY AS s (shape, number)
-), inserted AS (
-    INSERT INTO {JOBS} ({_JOB_COLUMNS})
-    SELECT (n.job->>0)::uuid, s.wire_name, s.queue, n.job->2, s.due_time, s.mode, {SCHEDULED}, 0,
-           false, 0, %(now)s, 1, s.max_attempts, s.backoff, s.timeout, s.priority, s.trace_context,
-           n.job->>3
-    FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
-    JOIN shapes AS s ON s.number = (n.job->>1)::bigint
-    ORDER BY n.position
-    ON CONFLICT (job_id) DO NOTHING
-    RETURNING sequence, job_id, queue, due_time
-){_AFTER_INSERT}"""
-
-#: The same for one job, with plain values: the shape of a single ``.enqueue()``, planned more
-#: cheaply than a document of one row.
-ENQUEUE_ONE = f"""
-WITH inserted AS (
-    INSERT INTO {JOBS} ({_JOB_COLUMNS})
-    VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
-            {SCHEDULED}, 0, false, 0, %(now)s, 1,
-            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s,
-            %(unique_key)s)
-    ON CONFLICT (job_id) DO NOTHING
-    RETURNING sequence, job_id, queue, due_time
-){_AFTER_INSERT}"""
-
-
-#: The encoder of :func:`_documents` (one for every call: ``json.dumps`` with options builds one each time).
-_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-
-
-def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str, str]:
-    """:data:`ENQUEUE`'s two documents. A shape is ``[wire_name, queue, due_time, mode,
-    max_attempts, backoff, timeout, priority, trace_context]`` with the policy as stored
-    (:func:`stored_policy`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
-    stored JSON spliced in as it is (it was encoded once, when the job was built), and a unique
-    job's key after it."""
-    numbers: dict[tuple[Any, ...], int] = {}
-    shapes: list[list[Any]] = []
-    parts: list[str] = []
-    for new_job in accepted:
-        key = (
-            new_job.wire_name,
-            new_job.queue,
-            new_job.due_time,
-            new_job.mode,
-            new_job.max_attempts,
-            new_job.backoff,
-            new_job.timeout,
-            new_job.priority,
-            new_job.trace_context,
-        )
-        number = numbers.get(key)
-        if number is None:
-            policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
-            shapes.append(
-                [
-                    new_job.wire_name,
-                    new_job.queue,
-                    new_job.due_time.isoformat(),
-                    int(new_job.mode),
-                    policy["max_attempts"],
-                    policy["backoff"],
-                    policy["timeout"],
-                    new_job.priority,
-                    new_job.trace_context,
-                ]
-            )
-            number = numbers[key] = len(shapes)
-        payload = new_job.payload_json.decode()
-        if new_job.unique is None:
-            parts.append(f'["{new_job.job_id}",{number},{payload}]')
-        else:
-            parts.append(f'["{new_job.job_id}",{number},{payload},{_ROW_ENCODER.encode(new_job.unique.key)}]')
-    return _ROW_ENCODER.encode(shapes), f"[{','.join(parts)}]"
+# --- The PostgreSQL path: jobs without parents in one statement (see job_inserts) ------------------
 
 
 def _enqueue_without_parents(
@@ -470,10 +333,25 @@ def _enqueue_without_parents(
 ) -> list[Enqueued]:
     """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
     transaction of its own and simply joins the caller's). A job id already stored, or repeated
-    earlier in the batch, is a DUPLICATE."""
-    statement, params, first = insert_statement(jobs, results, now, settings)
-    rows = fetch_bound(using, statement, params, jobs=len(first)) if first else []
-    return enqueued_entries(jobs, results, first, rows)
+    earlier in the batch, is a DUPLICATE.
+
+    Outside the caller's transaction, jobs whose ids are all new go without ``ON CONFLICT``
+    (``job_inserts.ENQUEUE_NEW``); if one of them was stored before after all (the same
+    prepared job sent twice), that statement fails and changes nothing, and the batch is sent
+    again with it."""
+    statement, params, first = insert_statement(
+        jobs, results, now, settings, new_ids_allowed=own_transaction(using)
+    )
+    if not first:
+        return enqueued_entries(jobs, results, first, [])
+    try:
+        rows = fetch_bound(using, statement, params, jobs=len(first))
+    except IntegrityError:
+        if not is_new_ids_statement(statement):
+            raise
+        statement, params, first = insert_statement(jobs, results, now, settings)
+        rows = fetch_bound(using, statement, params, jobs=len(first))
+    return enqueued_entries(jobs, results, first, stored_ids(statement, first, rows))
 
 
 def _enqueue_unique(
@@ -522,7 +400,8 @@ def _enqueue_unique(
                     inserting.execute(statement, params)
                 control.execute("COMMIT")
             rows = inserting.fetchall() if first else []
-        return _standing_for(enqueued_entries(jobs, decided, first, rows), stands_for)
+        entries = enqueued_entries(jobs, decided, first, stored_ids(statement, first, rows))
+        return _standing_for(entries, stands_for)
 
     if own_transaction(using):
         return retrying(own)
@@ -531,70 +410,3 @@ def _enqueue_unique(
 
 def _standing_for(enqueued: list[Enqueued], stands_for: list[uuid.UUID]) -> list[Enqueued]:
     return [Enqueued(e.result, job_id) for e, job_id in zip(enqueued, stands_for, strict=True)]
-
-
-def insert_statement(
-    jobs: list[NewJob],
-    results: list[EnqueueResult | None],
-    now: datetime,
-    settings: BackWaveSettings,
-) -> tuple[str, dict[str, Any], dict[uuid.UUID, int]]:
-    """The insert of the jobs still to be judged (``results[i] is None``): :data:`ENQUEUE_ONE`
-    or :data:`ENQUEUE` with its parameters, and the position of each id's first occurrence
-    (empty when there is nothing to insert)."""
-    first: dict[uuid.UUID, int] = {}
-    accepted: list[NewJob] = []
-    tags: list[dict[str, str]] = []
-    for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
-        if result is not None or first.setdefault(new_job.job_id, i) != i:
-            continue
-        accepted.append(new_job)
-        if new_job.tag_pairs:
-            job_id = str(new_job.job_id)
-            tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in new_job.tag_pairs)
-    params: dict[str, Any] = {
-        "tags": json.dumps(tags) if tags else "[]",
-        "now": now,
-        "actor": ENQUEUE_ACTOR,
-        "history": settings.history is not HistoryPolicy.OFF,
-        "channel": HINT_CHANNEL,
-    }
-    if len(accepted) == 1:  # one job: plain values instead of a document of one row
-        new_job = accepted[0]
-        policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
-        params.update(
-            job_id=new_job.job_id,
-            wire_name=new_job.wire_name,
-            queue=new_job.queue,
-            payload=new_job.payload_json.decode(),
-            due_time=new_job.due_time,
-            mode=int(new_job.mode),
-            max_attempts=policy["max_attempts"],
-            backoff=None if policy["backoff"] is None else json.dumps(policy["backoff"]),
-            timeout=policy["timeout"],
-            priority=new_job.priority,
-            trace_context=new_job.trace_context,
-            unique_key=None if new_job.unique is None else new_job.unique.key,
-        )
-        return ENQUEUE_ONE, params, first
-    params["shapes"], params["jobs"] = _documents(accepted, settings)
-    return ENQUEUE, params, first
-
-
-def enqueued_entries(
-    jobs: list[NewJob],
-    results: list[EnqueueResult | None],
-    first: dict[uuid.UUID, int],
-    rows: list[tuple[Any, ...]],
-) -> list[Enqueued]:
-    """Each job's result: as judged, else OK at the first position of an id the insert stored,
-    else DUPLICATE (an id already stored, or repeated earlier in the batch)."""
-    stored = {first[job_id] for job_id, _ in rows}
-    ok, duplicate = EnqueueResult.OK, EnqueueResult.DUPLICATE
-    return [
-        Enqueued(
-            result if result is not None else ok if i in stored else duplicate,
-            new_job.job_id,
-        )
-        for i, (new_job, result) in enumerate(zip(jobs, results, strict=True))
-    ]

@@ -21,7 +21,7 @@ from ..core.validation import require_actor, require_aware
 from ..database import jobs_database
 from ..models import JobRecord, JobTransition, RecurringSchedule
 from ._tx import atomic_retrying, audit, notify
-from .enqueueing import stored_policy
+from .job_inserts import stored_policy
 
 SCHEDULE_ACTOR = "schedule:{schedule_id}"
 
