@@ -3,7 +3,9 @@ for a list longer than one batch.
 
 Each batch is a transaction of its own (or all join the caller's). On PostgreSQL a batch of jobs
 without parents or unique keys goes out on the connection's pipeline and is not waited for: the
-next batch is built and judged while the database writes it. See docs/store.md.
+next batch is built and judged while the database writes it. A batch of ids that ``prepare()``
+made goes without ``ON CONFLICT`` in a transaction of its own, and is sent again with it if it
+meets a job stored before (``job_inserts.ENQUEUE_NEW``). See docs/store.md.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 :func:`enqueue_many` judges every job (bounds, duplicate id, unknown parent), then writes the
 accepted ones with one statement per table. On PostgreSQL a batch without parents is one
-statement (:data:`ENQUEUE`, a JSON document unpacked on the server), after the lock and look-up
-of its unique keys when it has unique jobs (``uniqueness``); with parents, or elsewhere, the
-portable ORM path below does the same work and also locks the parents, so that a parent cannot
-end between the check and the edge being written.
+statement (``job_inserts.ENQUEUE``, a JSON document unpacked on the server), after the lock and
+look-up of its unique keys when it has unique jobs (``uniqueness``); with parents, or elsewhere,
+the portable ORM path below does the same work and also locks the parents, so that a parent
+cannot end between the check and the edge being written.
 """
 
 from __future__ import annotations
