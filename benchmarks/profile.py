@@ -184,8 +184,10 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
         return 1
     elapsed = writes.spans[-1][1] - claims.spans[0][0]
     gaps = [later[0] - earlier[1] for earlier, later in zip(claims.spans, claims.spans[1:], strict=False)]
+    prefetch = worker.prefetch
+    grown = f" (grown from {prefetch.base} for short jobs)" if prefetch.limit != prefetch.base else ""
     print(
-        f"{args.n:,} noops, --concurrency {concurrency}, prefetch {worker.prefetch}: "
+        f"{args.n:,} noops, --concurrency {concurrency}, prefetch {prefetch.limit}{grown}: "
         f"{args.n / elapsed:,.0f} jobs/s "
         f"({elapsed:.2f} s from the first claim to the last write)\n"
         f"CPU per job: this process {cpu / args.n * 1e6:.0f} µs, PostgreSQL {pg / args.n * 1e6:.0f} µs\n"

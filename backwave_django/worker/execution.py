@@ -75,7 +75,8 @@ class Running:
     returned: bool = False
     #: Set with the attempt's outcome when a job thread waits on an ``async def`` handler.
     decided: threading.Event | None = None
-    #: When the handler started and returned (Unix time), stamped only for a worker with metrics.
+    #: When the handler started and returned (Unix time), stamped only for a worker with metrics
+    #: or whose prefetch grows with short jobs (``options.Prefetch``).
     handler_started: float = 0.0
     handler_ended: float = 0.0
     #: The attempt's trace span, once its handler started (only with OpenTelemetry; docs/tracing.md).
@@ -266,7 +267,7 @@ class Executor:
         #: Called on the job thread as each handler starts (a prefetched job's, when it leaves the queue).
         self.on_started = on_started
         #: Stamp each handler's start and end (``Running.handler_started``/``handler_ended``): only
-        #: when the worker records metrics.
+        #: when the worker records metrics or its prefetch grows with short jobs.
         self.timed = False
         self.threads = JobThreads(concurrency)
         self.loop = asyncio.new_event_loop()

@@ -1,4 +1,4 @@
-"""A worker process's options (from ``backwave_worker``'s flags) and its id."""
+"""A worker process's options (from ``backwave_worker``'s flags), its id, and its prefetch."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..conf import BackWaveSettings
 from ..core.dispatch import Dispatch
+from ..core.prefetch import RunTimes, grown_prefetch
 from ..core.states import OutcomeResult
 
 if TYPE_CHECKING:
-    from .execution import Finished
+    from .execution import Finished, Running
 
 
 class OutcomeMetrics(Protocol):
@@ -53,3 +54,28 @@ def resolve_prefetch(options: WorkerOptions, settings: BackWaveSettings) -> int:
         return prefetch
     concurrency, batch = options.concurrency, settings.max_claim_batch
     return min(max(concurrency, batch - concurrency), 2 * concurrency, batch)
+
+
+class Prefetch:
+    """A worker's prefetch, as ``limit``: the one set by ``options.prefetch`` or
+    ``BACKWAVE["PREFETCH"]``, fixed; else the default of :func:`resolve_prefetch`, which ``grows``
+    (up to twice the concurrency) while the jobs are short (``core.prefetch``), from the run times
+    the pump passes to :meth:`observe` and :meth:`update` as jobs finish."""
+
+    def __init__(self, options: WorkerOptions, settings: BackWaveSettings) -> None:
+        self.base = self.limit = resolve_prefetch(options, settings)
+        self.concurrency = options.concurrency
+        chosen = settings.prefetch if options.prefetch is None else options.prefetch
+        #: Whether the limit follows the run times (then the job threads stamp them).
+        self.grows = chosen is None and self.base < 2 * options.concurrency
+        self.run_times = RunTimes()
+
+    def observe(self, running: Running) -> None:
+        """Count a finished job's run time (one whose handler ran)."""
+        if self.grows and running.handler_started:
+            self.run_times.add(max(0.0, running.handler_ended - running.handler_started))
+
+    def update(self) -> None:
+        """Set the limit from the run times counted so far."""
+        if self.grows:
+            self.limit = grown_prefetch(self.base, self.concurrency, self.run_times.mean)

@@ -48,7 +48,7 @@ from .heartbeats import renew_leases
 from .hints import HintListener
 from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
 from .observing import ObserverPump
-from .options import WorkerOptions, make_worker_id, resolve_prefetch
+from .options import Prefetch, WorkerOptions, make_worker_id
 from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
@@ -105,7 +105,7 @@ class Worker:
         self.next_maintenance = 0.0
         self.heartbeat_seconds = self.settings.heartbeat_interval.total_seconds()
         #: Leases held ready beyond the busy slots (see ``_free_slots``).
-        self.prefetch = resolve_prefetch(options, self.settings)
+        self.prefetch = Prefetch(options, self.settings)
         self.executor = Executor(
             concurrency=options.concurrency,
             settings=self.settings,
@@ -113,7 +113,7 @@ class Worker:
             on_started=functools.partial(outcome_writer.announce_started, Worker),
         )
         self.metrics = options.metrics
-        self.executor.timed = self.metrics is not None
+        self.executor.timed = self.metrics is not None or self.prefetch.grows
         #: When this worker last refreshed its worker row (Unix time; None before the first time).
         self.heartbeat_at: float | None = None
         self.hints: HintListener | None = None
@@ -371,15 +371,16 @@ class Worker:
         * (concurrency + prefetch)`` of them; beyond that each holds one (a stalled writer stops claims)."""
         concurrency = self.options.concurrency
         unwritten = len(self.outbox) + len(self.writing or ())
-        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * (concurrency + self.prefetch))
-        return concurrency + self.prefetch - held
+        prefetch = self.prefetch.limit
+        held = len(self.running) + max(0, unwritten - UNWRITTEN_SLOTS_FACTOR * (concurrency + prefetch))
+        return concurrency + prefetch - held
 
     @property
     def _claim_batch(self) -> int:
         """Free leases worth a claim: three quarters of the slots, or of the prefetch when smaller
         (so the next claim is under way while prefetched jobs still wait for a thread)."""
         concurrency = self.options.concurrency
-        size = concurrency if self.prefetch == 0 else min(concurrency, self.prefetch)
+        size = concurrency if self.prefetch.limit == 0 else min(concurrency, self.prefetch.limit)
         return max(1, min(size, self.settings.max_claim_batch) * 3 // 4)
 
     def _claim_due(self) -> bool:
@@ -454,10 +455,12 @@ class Worker:
             if self.running.get(job_id) is not finished.running:
                 continue  # abandoned after its lease was lost: report nothing
             del self.running[job_id]
+            self.prefetch.observe(finished.running)
             self.completed_jobs += 1
             if not self.outbox:
                 self.outbox_since = time.monotonic()
             self.outbox.append(finished)
+        self.prefetch.update()
 
     def _flush_outcomes(self) -> None:
         """Hand the outbox to the outcome writer (or, on SQLite, write it here)."""

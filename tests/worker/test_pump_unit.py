@@ -167,3 +167,50 @@ def test_finished_jobs_waiting_for_their_write_hold_no_slot_up_to_twice_the_conc
     assert worker._free_slots() == 0
     worker.writing = None
     assert worker._free_slots() == 1
+
+
+def _ran_for(seconds: float) -> Finished:
+    finished = _finished()
+    finished.running.handler_started = 1_000.0
+    finished.running.handler_ended = 1_000.0 + seconds
+    return finished
+
+
+def _drain(worker: Worker, finished: list[Finished]) -> None:
+    """Jobs the worker held that finished, as the job threads hand them over."""
+    for one in finished:
+        worker.running[one.running.claimed.job_id] = one.running
+        worker.finished.append(one)
+    worker._drain_finished()
+
+
+def test_the_default_prefetch_grows_for_short_jobs_and_shrinks_back_for_long_ones() -> None:
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=20))
+    try:
+        assert (worker.prefetch.limit, worker.prefetch.grows) == (20, True)
+        assert worker.executor.timed  # the job threads stamp run times, metrics or not
+        assert worker._free_slots() == 40
+        _drain(worker, [_ran_for(0.0001) for _ in range(5)])
+        assert worker.prefetch.limit == 40
+        assert worker._free_slots() == 60
+        _drain(worker, [_ran_for(0.5) for _ in range(100)])
+        assert worker.prefetch.limit == 20
+        _drain(worker, [_finished()])  # never started (its handler did not run): not counted
+        assert worker.prefetch.limit == 20
+    finally:
+        worker.executor.shutdown()
+
+
+@pytest.mark.parametrize("concurrency", [20, 4])
+def test_a_prefetch_that_is_set_or_already_twice_the_concurrency_never_grows(concurrency: int) -> None:
+    prefetch = 5 if concurrency == 20 else None  # set; or the default, already twice the concurrency
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=concurrency, prefetch=prefetch))
+    try:
+        before = worker.prefetch.limit
+        assert before == (5 if concurrency == 20 else 8)
+        assert not worker.prefetch.grows
+        assert not worker.executor.timed  # nothing to stamp without metrics
+        _drain(worker, [_ran_for(0.0001) for _ in range(5)])
+        assert worker.prefetch.limit == before
+    finally:
+        worker.executor.shutdown()
