@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -71,9 +72,11 @@ class Prefetch:
         self.run_times = RunTimes()
 
     def observe(self, running: Running) -> None:
-        """Count a finished job's run time (one whose handler ran)."""
+        """Count a finished job's run time: one whose handler started (a handler abandoned past
+        its time limit has not returned: it has run until now, at least)."""
         if self.grows and running.handler_started:
-            self.run_times.add(max(0.0, running.handler_ended - running.handler_started))
+            ended = running.handler_ended or time.time()
+            self.run_times.add(max(0.0, ended - running.handler_started))
 
     def update(self) -> None:
         """Set the limit from the run times counted so far."""

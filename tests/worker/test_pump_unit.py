@@ -197,6 +197,12 @@ def test_the_default_prefetch_grows_for_short_jobs_and_shrinks_back_for_long_one
         assert worker.prefetch.limit == 20
         _drain(worker, [_finished()])  # never started (its handler did not run): not counted
         assert worker.prefetch.limit == 20
+        _drain(worker, [_ran_for(0.0001) for _ in range(100)])
+        assert worker.prefetch.limit == 40
+        abandoned = _ran_for(0.0)
+        abandoned.running.handler_started, abandoned.running.handler_ended = time.time() - 60, 0.0
+        _drain(worker, [abandoned])  # past its time limit, still running: a minute at least
+        assert worker.prefetch.limit == 20
     finally:
         worker.executor.shutdown()
 
