@@ -25,7 +25,7 @@ from ..core.states import EnqueueResult
 from ..database import jobs_database
 from ._tx import own_transaction, pipelined_transaction, uses_postgres_statements
 from .enqueueing import enqueue_batch, judge_bounds
-from .job_inserts import Enqueued, enqueued_entries, insert_statement, is_new_ids_statement, stored_ids
+from .job_inserts import Enqueued, enqueued_entries, insert_statement, stored_ids, with_on_conflict
 
 
 def enqueue_batches(
@@ -72,7 +72,6 @@ class _Sent:
     first: dict[uuid.UUID, int]
     statement: str
     params: dict[str, Any]
-    now: datetime
 
 
 class _OverlappedWriter:
@@ -129,7 +128,7 @@ class _OverlappedWriter:
         previous, self.in_flight = self.in_flight, None
         if previous is not None:
             previous, rows = self._rows(previous)
-        self.in_flight = self._send(_Sent(jobs, results, first, statement, params, now))
+        self.in_flight = self._send(_Sent(jobs, results, first, statement, params))
         if previous is not None:
             self.stored.append(self._entries(previous, rows))
 
@@ -151,10 +150,8 @@ class _OverlappedWriter:
             inserting.execute(sent.statement, sent.params)
             if self.own:
                 control.execute("COMMIT")
-        except (psycopg.errors.IntegrityError, IntegrityError):  # Django's, from a watched cursor
-            if not is_new_ids_statement(sent.statement):
-                raise
-            return self._send_again(sent)
+        except (psycopg.errors.IntegrityError, IntegrityError) as error:  # Django's: a watched cursor
+            return self._send_again(sent, error)
         return sent
 
     def _rows(self, sent: _Sent) -> tuple[_Sent, list[tuple[Any, ...]]]:
@@ -164,21 +161,21 @@ class _OverlappedWriter:
         assert self.cursors is not None
         try:
             return sent, self.cursors[1].fetchall()
-        except (psycopg.errors.IntegrityError, IntegrityError):
-            if not is_new_ids_statement(sent.statement):
-                raise
-            return self._rows(self._send_again(sent))
+        except (psycopg.errors.IntegrityError, IntegrityError) as error:
+            return self._rows(self._send_again(sent, error))
 
-    def _send_again(self, sent: _Sent) -> _Sent:
+    def _send_again(self, sent: _Sent, error: Exception) -> _Sent:
         """A batch of new ids met one that was stored before (the same prepared job sent twice):
         its transaction failed and wrote nothing. End the pipeline's failed stretch, roll that
         transaction back, and send the batch again with ``ON CONFLICT``, which finds the
-        duplicates."""
+        duplicates. ``error`` is raised if the batch was sent with it already."""
+        checked = with_on_conflict(sent.statement)
+        if checked is None:
+            raise error
         assert self.cursors is not None
         self.open_pipeline.sync()
         self.cursors[0].execute("ROLLBACK")
-        statement, params, first = insert_statement(sent.jobs, sent.results, sent.now, self.settings)
-        return self._send(_Sent(sent.jobs, sent.results, first, statement, params, sent.now))
+        return self._send(_Sent(sent.jobs, sent.results, sent.first, checked, sent.params))
 
     @staticmethod
     def _entries(sent: _Sent, rows: list[tuple[Any, ...]]) -> list[Enqueued]:

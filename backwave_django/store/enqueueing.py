@@ -42,9 +42,9 @@ from .job_inserts import (
     Enqueued,
     enqueued_entries,
     insert_statement,
-    is_new_ids_statement,
     stored_ids,
     stored_policy,
+    with_on_conflict,
 )
 from .uniqueness import (
     LOCK_UNIQUE_KEYS,
@@ -347,9 +347,10 @@ def _enqueue_without_parents(
     try:
         rows = fetch_bound(using, statement, params, jobs=len(first))
     except IntegrityError:
-        if not is_new_ids_statement(statement):
+        checked = with_on_conflict(statement)
+        if checked is None:
             raise
-        statement, params, first = insert_statement(jobs, results, now, settings)
+        statement = checked
         rows = fetch_bound(using, statement, params, jobs=len(first))
     return enqueued_entries(jobs, results, first, stored_ids(statement, first, rows))
 

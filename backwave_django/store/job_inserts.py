@@ -260,12 +260,16 @@ def stored_ids(
 ) -> Collection[uuid.UUID]:
     """The ids that ``statement`` (of :func:`insert_statement`) stored, from its ``rows``: those
     it returned, or, for a statement of new ids that succeeded, every one it sent."""
-    if is_new_ids_statement(statement):
+    if statement in _WITH_ON_CONFLICT:
         return first.keys()
     return [row[0] for row in rows]
 
 
-def is_new_ids_statement(statement: str) -> bool:
-    """Whether ``statement`` inserts without ``ON CONFLICT`` (:data:`ENQUEUE_NEW`): if it fails
-    with a unique violation, the batch is to be sent again with ``ON CONFLICT``."""
-    return statement in (ENQUEUE_NEW, ENQUEUE_ONE_NEW)
+def with_on_conflict(statement: str) -> str | None:
+    """For a statement of new ids (:data:`ENQUEUE_NEW`), the same insert with ``ON CONFLICT``,
+    which takes the same parameters: what to send when it met a job stored before. None for a
+    statement that has it already."""
+    return _WITH_ON_CONFLICT.get(statement)
+
+
+_WITH_ON_CONFLICT = {ENQUEUE_NEW: ENQUEUE, ENQUEUE_ONE_NEW: ENQUEUE_ONE}

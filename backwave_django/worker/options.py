@@ -44,31 +44,27 @@ def make_worker_id(name: str | None) -> str:
     return f"{name or socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-def resolve_prefetch(options: WorkerOptions, settings: BackWaveSettings) -> int:
-    """How many jobs a worker leases beyond its busy slots: ``options.prefetch``, else
-    ``BACKWAVE["PREFETCH"]``, else the default: enough to fill a claim batch (``MAX_CLAIM_BATCH``)
+def starting_prefetch(concurrency: int, settings: BackWaveSettings) -> int:
+    """The default prefetch before it grows: enough to fill a claim batch (``MAX_CLAIM_BATCH``)
     beside the slots, but at least the concurrency and at most twice it (a prefetched job never
     waits for more than two jobs ahead of it per thread), and never more than a claim batch.
     See docs/worker.md#prefetch."""
-    prefetch = settings.prefetch if options.prefetch is None else options.prefetch
-    if prefetch is not None:
-        return prefetch
-    concurrency, batch = options.concurrency, settings.max_claim_batch
+    batch = settings.max_claim_batch
     return min(max(concurrency, batch - concurrency), 2 * concurrency, batch)
 
 
 class Prefetch:
-    """A worker's prefetch, as ``limit``: the one set by ``options.prefetch`` or
-    ``BACKWAVE["PREFETCH"]``, fixed; else the default of :func:`resolve_prefetch`, which ``grows``
-    (up to twice the concurrency) while the jobs are short (``core.prefetch``), from the run times
-    the pump passes to :meth:`observe` and :meth:`update` as jobs finish."""
+    """How many jobs a worker leases beyond its busy slots, as ``limit``: the one set by
+    ``options.prefetch``, else by ``BACKWAVE["PREFETCH"]``, fixed; else :func:`starting_prefetch`,
+    which ``grows`` (up to twice the concurrency) while the jobs are short (``core.prefetch``),
+    from the run times the pump passes to :meth:`observe` and :meth:`update` as jobs finish."""
 
     def __init__(self, options: WorkerOptions, settings: BackWaveSettings) -> None:
-        self.base = self.limit = resolve_prefetch(options, settings)
-        self.concurrency = options.concurrency
         chosen = settings.prefetch if options.prefetch is None else options.prefetch
+        self.concurrency = options.concurrency
+        self.base = self.limit = starting_prefetch(self.concurrency, settings) if chosen is None else chosen
         #: Whether the limit follows the run times (then the job threads stamp them).
-        self.grows = chosen is None and self.base < 2 * options.concurrency
+        self.grows = chosen is None and self.base < 2 * self.concurrency
         self.run_times = RunTimes()
 
     def observe(self, running: Running) -> None:
