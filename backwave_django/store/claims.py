@@ -308,16 +308,20 @@ ORDER BY l.priority DESC, l.due_time, l.sequence
 
 #: Open a claim's transaction: take the queues' shared locks, then read their settings, whose
 #: snapshot is taken after the locks were acquired (two statements, one round trip). A claim that
-#: is its own transaction also commits without waiting for the WAL flush (see :func:`_open_claim`).
+#: is its own transaction also commits without waiting for the WAL flush and runs :data:`CLAIM`
+#: on its generic plan (see :func:`_open_claim`).
 OPEN_CLAIM = f"""{LOCK_QUEUES_SHARED};
 SELECT queue, paused, concurrency_limit FROM {QUEUES} WHERE queue = ANY(%(queues)s)"""
-OPEN_CLAIM_ASYNC_COMMIT = f"SET LOCAL synchronous_commit = off; {OPEN_CLAIM}"
+OPEN_CLAIM_OWN = f"""SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan;
+{OPEN_CLAIM}"""
 
-#: The first statement of a pipelined claim: the asynchronous commit, the shared queue locks, and
-#: which of the queues are limited (read beside the locks: this snapshot may predate a change the
-#: locks waited for, so it only picks the path; the claim statements' own, later reads decide).
+#: The first statement of a pipelined claim: the asynchronous commit, the generic plan (see
+#: :func:`_open_claim`), the shared queue locks, and which of the queues are limited (read beside
+#: the locks: this snapshot may predate a change the locks waited for, so it only picks the path;
+#: the claim statements' own, later reads decide).
 PIPELINED_OPEN = f"""
 SELECT set_config('synchronous_commit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true),
        ({LOCK_QUEUES_SHARED}),
        ARRAY(SELECT queue FROM {QUEUES}
              WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused)
@@ -346,13 +350,21 @@ def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> dict[st
     and loses a claim that a worker already acted on, the job is simply Scheduled again, as if
     the claim had never happened: the worker's outcome for it is fenced off (the job is not
     Leased by it), and the job runs again, which at-least-once execution allows. Outcomes,
-    enqueues and operator actions keep waiting for the flush. A claim made inside the caller's
-    own transaction leaves that transaction's commit alone (``async_commit=False``).
+    enqueues and operator actions keep waiting for the flush.
+
+    Such a claim also runs :data:`CLAIM` on its generic plan (``SET LOCAL plan_cache_mode =
+    force_generic_plan``). The statement is written for that plan (see its comment), and left to
+    choose, PostgreSQL keeps planning it afresh for every claim of a connection whose first
+    claims found a queue empty or nearly so, as a worker started before its jobs arrive does:
+    about 0.4 ms of the server's CPU per claim (docs/performance.md, "The claim's plan").
+
+    A claim made inside the caller's own transaction leaves that transaction's settings alone
+    (``async_commit=False``).
     """
     params: dict[str, Any] = {"queue_keys": queue_keys(queues), "queues": queues}
     with connections[using].cursor() as cursor:
-        cursor.execute(OPEN_CLAIM_ASYNC_COMMIT if async_commit else OPEN_CLAIM, params)
-        for _ in range(2 if async_commit else 1):
+        cursor.execute(OPEN_CLAIM_OWN if async_commit else OPEN_CLAIM, params)
+        for _ in range(3 if async_commit else 1):
             cursor.nextset()
         return {queue: (paused, limit) for queue, paused, limit in cursor.fetchall()}
 

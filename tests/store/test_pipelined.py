@@ -144,6 +144,34 @@ def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> Non
             cursor.execute("RESET lock_timeout")
 
 
+@pytest.mark.session_bound  # prepared statements live in the session
+def test_a_claim_runs_on_the_generic_plan_and_leaves_the_setting_behind() -> None:
+    """Left to choose, PostgreSQL plans the claim statement afresh for every claim of a
+    connection whose first claims found nothing; a claim of its own asks for the generic plan."""
+    store.set_concurrency_limit("limited", 2, actor="ops", now=T0)
+    connection.ensure_connection()
+    raw = connection.connection
+    raw.prepare_threshold = 0  # prepare every statement at its first run
+    try:
+        for _ in range(7):
+            assert _claim(["empty"]) == []  # the pipelined path
+            assert _claim(["limited"]) == []  # the exact path
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements"
+                " WHERE statement LIKE %s",
+                ["%WITH RECURSIVE gate%"],
+            )
+            generic, custom = cursor.fetchone()
+            cursor.execute("SHOW plan_cache_mode")
+            mode = cursor.fetchone()[0]
+        assert custom == 0
+        assert generic >= 14  # (a limited queue's claim also passes through the pipelined path)
+        assert mode == "auto"  # SET LOCAL: the claim's transaction only
+    finally:
+        connection.close()  # the next test starts without these prepared statements
+
+
 def _success(claimed: Any, worker: str = WORKER) -> OutcomeReport:
     return OutcomeReport(job_id=claimed.job_id, worker_id=worker, attempt=claimed.attempt, outcome=Success())
 
