@@ -21,6 +21,7 @@ from django.db import connections
 from django.db.models import Count
 
 from ..conf import BackWaveSettings, get_settings
+from ..core.frozen import frozen_builder
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, JobState
 from ..core.tags import tag_from_pair
@@ -407,9 +408,14 @@ def _claim_pipelined(
     return claimed, limited_from
 
 
+#: Builds a :class:`ClaimedJob` in a fifth of the time its frozen ``__init__`` takes (see
+#: :func:`core.frozen.frozen_builder`): a claim builds one per job.
+_build_claimed = frozen_builder(ClaimedJob)
+
+
 def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime) -> list[ClaimedJob]:
     return [
-        ClaimedJob(
+        _build_claimed(
             job_id=job_id,
             wire_name=wire_name,
             queue=queue_name,

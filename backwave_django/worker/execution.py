@@ -177,6 +177,8 @@ def traced(running: Running) -> AbstractContextManager[object]:
 
 def success(running: Running, result: Any, *, settings: BackWaveSettings, now: datetime) -> Finished:
     """A returned value is a Success, unless it cannot be stored as the job's output (a Failure)."""
+    if result is None:  # most handlers return nothing: no output to encode and measure
+        return Finished(running, Success(), output=None)
     try:
         size = json_size(result)
     except (TypeError, ValueError) as exc:
