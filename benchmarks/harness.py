@@ -12,6 +12,7 @@ import contextlib
 import multiprocessing
 import multiprocessing.context
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -171,6 +172,62 @@ def rss_kb(pid: int) -> dict[str, int]:
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(rest.split()[0])
     return values
+
+
+def _cpu_ticks(stat: Path, *, children: bool) -> int:
+    """User and system CPU ticks in a ``/proc/<pid>/stat`` (with the waited-for children's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11 : 15 if children else 13])
+
+
+def postgres_cpu_seconds() -> float:
+    """User and system CPU of every ``postgres`` process on this machine, and of the children
+    they waited for (so a backend that has exited still counts, in its postmaster's total)."""
+    ticks = 0
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().startswith("postgres"):
+                ticks += _cpu_ticks(comm.parent / "stat", children=True)
+        except OSError:  # the process ended meanwhile
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU spent between :meth:`__init__` and :meth:`read` by this process's children that
+    ended (a worker command, and the processes it forked and waited for) and by PostgreSQL, less
+    the server process of ``conn``, the harness's own connection (its count polls). Linux only
+    (``/proc``); elsewhere both figures are None."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.own = Path(f"/proc/{conn.info.backend_pid}/stat")
+        self.available = self.own.exists()
+        self.children = self._children()
+        self.server = self._server() if self.available else 0.0
+
+    @staticmethod
+    def _children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def _server(self) -> float:
+        own = _cpu_ticks(self.own, children=False) / os.sysconf("SC_CLK_TCK")
+        return postgres_cpu_seconds() - own
+
+    def read(self) -> dict[str, float | None]:
+        """Seconds so far: ``workers`` (ended children) and ``postgres`` (None off Linux)."""
+        return {
+            "workers": self._children() - self.children,
+            "postgres": self._server() - self.server if self.available else None,
+        }
+
+
+def server_processes(conn: psycopg.Connection[Any], dbname: str) -> set[int]:
+    """The process ids of the PostgreSQL sessions connected to ``dbname``, other than ``conn``'s."""
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [dbname]
+    ).fetchall()
+    return {int(row[0]) for row in rows}
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:

@@ -99,7 +99,40 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
             f"{key}_from_spawn",
         )
         add(f"{label}, steady (10 % → 90 % done)", ("processing", key, "steady_rate"), "—", f"{key}_steady")
+        cpu_row = {"measurement": f"{label}, CPU per job: worker + PostgreSQL", "raw": "—"}
+        for name in names:
+            cpu_row[name] = _cpu_cell(queues[name], key)
+        for name in names[1:]:
+            cpu_row[f"ratio_{name}"] = (
+                queues[name]["skipped"].split(":")[0]
+                if "skipped" in queues[name]
+                else _times(_cpu_ratio(queues[names[0]], queues[name], key))
+            )
+        table.append(cpu_row)
     return table
+
+
+def _cpu(queue: dict[str, Any], key: str) -> tuple[float, float] | None:
+    """A processing run's CPU per job (µs): its workers', PostgreSQL's (None where not measured)."""
+    run = queue.get("processing", {}).get(key, {}) if "processing" in queue else {}
+    spent = run.get("cpu_us_per_job") or {}
+    workers, server = spent.get("workers"), spent.get("postgres")
+    if isinstance(workers, int | float) and isinstance(server, int | float):
+        return float(workers), float(server)
+    return None
+
+
+def _cpu_cell(queue: dict[str, Any], key: str) -> str:
+    if "skipped" in queue:
+        return "skipped"
+    spent = _cpu(queue, key)
+    return "—" if spent is None else f"{spent[0]:,.0f} + {spent[1]:,.0f} µs"
+
+
+def _cpu_ratio(ours: dict[str, Any], theirs: dict[str, Any], key: str) -> float | None:
+    """The peer's CPU per job over backwave_django's (above 100 %: backwave_django used less)."""
+    mine, other = _cpu(ours, key), _cpu(theirs, key)
+    return sum(other) / sum(mine) if mine and other and sum(mine) else None
 
 
 def markdown(results: dict[str, Any], table: list[dict[str, str]]) -> str:

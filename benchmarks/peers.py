@@ -35,11 +35,13 @@ from backwave_django.conf import get_settings
 from . import raw
 from .harness import (
     ROOT,
+    CpuMeter,
     connect,
     conninfo,
     drop_database,
     recreate_database,
     reset_tables,
+    server_processes,
     settle,
     succeeded_since,
     wait_until,
@@ -336,6 +338,8 @@ def measure_processing(queue: Queue, setting: Setting) -> dict[str, Any]:
     queue.settle()
     commands = queue.commands(setting)
     workers = []
+    before = server_processes(queue.conn, queue.dbname)
+    cpu = CpuMeter(queue.conn)
     wall_start = time.time()
     started = time.perf_counter()
     try:
@@ -359,6 +363,7 @@ def measure_processing(queue: Queue, setting: Setting) -> dict[str, Any]:
     finally:
         for worker in workers:
             ctx.procs.stop_worker(worker)
+    spent = _cpu_spent(queue, cpu, before)
     times = queue.completion_times()
     result = {
         "jobs": n,
@@ -371,9 +376,21 @@ def measure_processing(queue: Queue, setting: Setting) -> dict[str, Any]:
         "first_done_after_s": times[0] - wall_start if times else None,
         "exited_by_themselves": exited,
         "exit_codes": codes,
+        "cpu_us_per_job": {side: None if value is None else value / n * 1e6 for side, value in spent.items()},
     }
     queue.reset()
     return result
+
+
+def _cpu_spent(queue: Queue, cpu: CpuMeter, before: set[int]) -> dict[str, float | None]:
+    """The CPU of a processing run, once the workers' server processes (which end after the
+    workers) have ended too and been counted; None if they linger."""
+    try:
+        wait_until(lambda: not server_processes(queue.conn, queue.dbname) - before, timeout=5.0)
+    except TimeoutError:
+        return {"workers": None, "postgres": None}
+    time.sleep(0.05)  # a session leaves pg_stat_activity just before its process exits
+    return cpu.read()
 
 
 def _guarded(record: dict[str, Any], key: str, measure: Callable[[], dict[str, Any]]) -> None:

@@ -26,7 +26,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 
@@ -54,20 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.prefetch is not None and args.prefetch < 0:
         parser.error("--prefetch must be at least 0")
     return args
-
-
-def postgres_cpu_seconds() -> float:
-    """User and system CPU of every ``postgres`` process, and of the children they waited for."""
-    ticks = 0
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if not comm.read_text().startswith("postgres"):
-                continue
-            fields = (comm.parent / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        ticks += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 #: The counters read around the drain: row writes per job table, and commits.
@@ -169,9 +154,9 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     with harness.connect(args.db) as conn:
         stats_before = table_stats(conn)
     try:
-        cpu_before, pg_before = time.process_time(), postgres_cpu_seconds()
+        cpu_before, pg_before = time.process_time(), harness.postgres_cpu_seconds()
         worker.run()
-        cpu, pg = time.process_time() - cpu_before, postgres_cpu_seconds() - pg_before
+        cpu, pg = time.process_time() - cpu_before, harness.postgres_cpu_seconds() - pg_before
     finally:
         store.claim, store.report_outcomes = store_claim, store_report
     connections.close_all()  # a session reports its statistics when it ends

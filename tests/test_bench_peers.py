@@ -53,6 +53,11 @@ def positive_rates(queue: dict[str, Any]) -> list[float]:
     assert all("error" not in run for run in runs), runs
     rates = [run["rate"] for run in runs] + [run["steady_rate"] for run in queue["processing"].values()]
     assert len(queue["processing"]) == 4  # concurrency 10 and default, 1 and 2 processes
+    # The CPU each run cost per job, its workers' (start-up alone is some) and PostgreSQL's (from
+    # /proc, counted in clock ticks: a tiny run may round to zero), both measured.
+    for run in queue["processing"].values():
+        assert run["cpu_us_per_job"]["workers"] > 0, run
+        assert run["cpu_us_per_job"]["postgres"] >= 0, run
     return rates
 
 
@@ -65,7 +70,7 @@ def test_a_peer_that_is_not_installed_is_reported_as_skipped(tmp_path: Path) -> 
     # backwave_django itself is still measured, and every row of the side-by-side table says so.
     assert all(rate > 0 for rate in positive_rates(queues["backwave_django"]))
     table = report["peers_table"]
-    assert len(table) == 10
+    assert len(table) == 14  # two enqueue rows; from spawn, steady and CPU per job for each setting
     assert all(row["pgqueuer"] == "skipped" and row["procrastinate"] == "skipped" for row in table)
     assert "| backwave_django | pgqueuer | procrastinate |" in stdout
 
