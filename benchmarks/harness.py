@@ -196,12 +196,16 @@ def postgres_cpu_seconds() -> float:
 class CpuMeter:
     """CPU spent between :meth:`__init__` and :meth:`read` by this process's children that
     ended (a worker command, and the processes it forked and waited for) and by PostgreSQL, less
-    the server process of ``conn``, the harness's own connection (its count polls). Linux only
-    (``/proc``); elsewhere both figures are None."""
+    the server process of ``conn``, the harness's own connection (its count polls). PostgreSQL's
+    figure needs the server on this machine, seen in ``/proc``; otherwise it is None."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.own = Path(f"/proc/{conn.info.backend_pid}/stat")
-        self.available = self.own.exists()
+        process = Path(f"/proc/{conn.info.backend_pid}")
+        self.own = process / "stat"
+        try:  # (a server elsewhere: the same process id here is some other program, or none)
+            self.available = (process / "comm").read_text().startswith("postgres")
+        except OSError:
+            self.available = False
         self.children = self._children()
         self.server = self._server() if self.available else 0.0
 

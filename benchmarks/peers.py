@@ -10,7 +10,8 @@ peer's own command), the same job (a function that does nothing), and the same s
   command spawned (one process, or two) and a count polled every 20 ms until all ``n`` are done.
   The rate *from spawn* is ``n`` over the time from the spawn to that moment, start-up included;
   the *steady* rate is taken from the completion timestamps the queue writes, between the 10 %
-  and the 90 % job. Each is run at ``--concurrency 10`` and at the queue's default.
+  and the 90 % job. Each is run at ``--concurrency 10`` and at the queue's default, and its CPU
+  per job is recorded: the worker processes' and PostgreSQL's (``harness.CpuMeter``).
 
 A peer that is not installed (the ``bench`` extra) is reported as skipped. See docs/performance.md.
 """
