@@ -114,7 +114,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
 
 def _cpu(queue: dict[str, Any], key: str) -> tuple[float, float] | None:
     """A processing run's CPU per job (µs): its workers', PostgreSQL's (None where not measured)."""
-    run = queue.get("processing", {}).get(key, {}) if "processing" in queue else {}
+    run = queue.get("processing", {}).get(key, {})
     spent = run.get("cpu_us_per_job") or {}
     workers, server = spent.get("workers"), spent.get("postgres")
     if isinstance(workers, int | float) and isinstance(server, int | float):

@@ -364,8 +364,9 @@ def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> dict[st
     """
     params: dict[str, Any] = {"queue_keys": queue_keys(queues), "queues": queues}
     with connections[using].cursor() as cursor:
-        cursor.execute(OPEN_CLAIM_OWN if async_commit else OPEN_CLAIM, params)
-        for _ in range(3 if async_commit else 1):
+        opening = OPEN_CLAIM_OWN if async_commit else OPEN_CLAIM
+        cursor.execute(opening, params)
+        for _ in range(opening.count(";")):  # to the last statement's rows: the settings
             cursor.nextset()
         return {queue: (paused, limit) for queue, paused, limit in cursor.fetchall()}
 
