@@ -276,8 +276,11 @@ def check_pooler(
     from .database import listen_database
 
     listen = listen_database()
+    listen_pooled = behind_pooler(connections[listen])
+    # Both duties usually share the alias: look once (each look may open a connection).
+    pooled = listen_pooled if listen == alias else behind_pooler(connections[alias])
     messages: list[CheckMessage] = []
-    if behind_pooler(connections[listen]):
+    if listen_pooled:
         messages.append(
             Warning(
                 f"The workers LISTEN for wake-up hints and cancel requests on database {listen!r}, which "
@@ -291,7 +294,7 @@ def check_pooler(
                 id="backwave.W003",
             )
         )
-    if behind_pooler(connections[alias]):
+    if pooled:
         messages.extend(
             Warning(
                 f"Database {alias!r} reaches PostgreSQL through a connection pooler, and {problem}",

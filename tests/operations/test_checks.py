@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from backwave_django import checks
 from backwave_django.poolers import behind_pooler, session_state_options
@@ -117,6 +118,23 @@ def test_listening_and_keeping_session_state_through_pgbouncer_are_warned_about(
         assert checks.check_pooler(databases=["some-other-alias"]) == []
     with _alias_changed("listen", PORT=str(pgbouncer.port), DISABLE_SERVER_SIDE_CURSORS=True):
         assert _ids(checks.check_pooler()) == ["backwave.W003"]  # Django's options are right
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True, databases=["default", "listen"])
+def test_one_alias_for_both_duties_is_looked_at_through_one_connection(pgbouncer, jobs_on_listen_alias):
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(connection.alias)
+
+    connection_created.connect(count)
+    try:
+        with _alias_changed("listen", PORT=str(pgbouncer.port), DISABLE_SERVER_SIDE_CURSORS=True):
+            assert _ids(checks.check_pooler()) == ["backwave.W003"]
+    finally:
+        connection_created.disconnect(count)
+    assert opened == ["listen"]
 
 
 @pytest.mark.postgres
