@@ -27,6 +27,16 @@ SINGLE_PATHS = {
 }
 
 
+#: The side-by-side targets: backwave_django's figure over PgQueuer's (the fastest peer), at least
+#: this much in the same run (docs/performance.md, "Against the targets").
+TARGET_PEER = "pgqueuer"
+TARGETS = (
+    ("enqueue_single", "one per transaction", 1.2),
+    ("enqueue_bulk", "bulk", 1.0),
+    *((f"{key}_from_spawn", f"{label}, from spawn", 2.0) for key, label in SETTING_LABELS.items()),
+)
+
+
 def _jobs(rate: Any) -> str:
     return f"{rate:,.0f} jobs/s" if isinstance(rate, int | float) else "—"
 
@@ -171,3 +181,21 @@ def details(results: dict[str, Any]) -> list[str]:
             + (f"; errors in {', '.join(errors)} (see the JSON)" if errors else "")
         )
     return lines
+
+
+def targets(results: dict[str, Any]) -> str:
+    """One line: each target's ratio of the run, marked PASS or MISS (or why there is none)."""
+    peers = results["peers"]
+    queue = peers["queues"].get(TARGET_PEER)
+    if queue is None or "skipped" in queue or "error" in queue:
+        reason = "not run" if queue is None else queue.get("skipped") or "ERROR"
+        return f"Against the targets: no verdicts, {TARGET_PEER} {reason}"
+    ratios = peers["ratios"].get(TARGET_PEER, {})
+    verdicts = []
+    for key, label, minimum in TARGETS:
+        ratio = ratios.get(key)
+        if key.endswith("_from_spawn") and key.removesuffix("_from_spawn") not in peers["settings"]:
+            continue
+        verdict = "—" if not isinstance(ratio, int | float) else "PASS" if ratio >= minimum else "MISS"
+        verdicts.append(f"{label} {_times(ratio)} (≥ {minimum:.0%}) {verdict}")
+    return f"Against the targets (backwave_django over {TARGET_PEER}): " + "; ".join(verdicts)

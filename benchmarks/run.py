@@ -618,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
 
         side_by_side = peer_report.rows(results)
         env["peers_details"] = peer_report.details(results)
+        env["peers_targets"] = peer_report.targets(results)
     notes = footnotes(results)
     env["total_runtime_s"] = total
     env["step_runtime_s"] = timings
@@ -658,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for line in env["peers_details"]:
             print(f"- {line}")
+        print()
+        print(env["peers_targets"])
     print()
     for line in details(results):
         print(f"- {line}")

@@ -73,6 +73,7 @@ def test_a_peer_that_is_not_installed_is_reported_as_skipped(tmp_path: Path) -> 
     assert len(table) == 14  # two enqueue rows; from spawn, steady and CPU per job for each setting
     assert all(row["pgqueuer"] == "skipped" and row["procrastinate"] == "skipped" for row in table)
     assert "| backwave_django | pgqueuer | procrastinate |" in stdout
+    assert "Against the targets: no verdicts, pgqueuer not installed" in stdout
 
 
 @pytest.mark.skipif(
@@ -89,3 +90,8 @@ def test_installed_peers_are_measured_beside_backwave(tmp_path: Path) -> None:
         assert all(ratio > 0 for ratio in peers["ratios"][peer].values()), peers["ratios"][peer]
     assert not any("skipped" in row.values() or "ERROR" in row.values() for row in report["peers_table"])
     assert "| backwave / pgqueuer | backwave / procrastinate |" in stdout
+    # Every target gets a verdict (which one is the harness's business, not the test's).
+    [verdicts] = [line for line in stdout.splitlines() if line.startswith("Against the targets (")]
+    assert len(verdicts.split("; ")) == 6, verdicts
+    assert "—" not in verdicts, verdicts
+    assert report["environment"]["peers_targets"] == verdicts
