@@ -8,6 +8,7 @@ results."""
 from __future__ import annotations
 
 import dataclasses
+import select
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
@@ -19,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from backwave_django import EnqueueResult, client, enqueue_many
 from backwave_django.core.ids import uuid7
 from backwave_django.models import JobRecord, JobTransition
+from backwave_django.store import batches
 from tests.jobsapp import jobs
 
 OK, DUPLICATE = EnqueueResult.OK, EnqueueResult.DUPLICATE
@@ -41,6 +43,64 @@ def test_prepared_jobs_sent_again_are_duplicates_and_nothing_is_written_twice(
     assert JobRecord.objects.count() == size
     assert JobTransition.objects.count() == size
     assert announced == [p.job_id for p in prepared]  # each once, when it was stored
+
+
+class _Answered:
+    """A pipeline's two cursors, wrapped: the ``COMMIT`` after an insert sent without ``ON
+    CONFLICT`` (one the server may refuse) goes out only once the server has answered (or after
+    2 s): the order a fast server gives by itself."""
+
+    def __init__(self, control: Any, inserting: Any) -> None:
+        self.control, self.inserting = control, inserting
+        self.may_be_refused = False
+
+    def cursors(self) -> tuple[Any, Any]:
+        answered = self
+
+        class Control:
+            def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+                if query == "COMMIT" and answered.may_be_refused:
+                    select.select([answered.control.connection.fileno()], [], [], 2.0)
+                return answered.control.execute(query, *args, **kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(answered.control, name)
+
+        class Inserting:
+            def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+                answered.may_be_refused = "ON CONFLICT" not in query
+                return answered.inserting.execute(query, *args, **kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(answered.inserting, name)
+
+        return Control(), Inserting()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("size", "batch"), [(5, 1000), (8, 3)], ids=["one-batch", "batches"])
+def test_a_batch_refused_before_its_commit_is_sent_is_sent_again_all_the_same(
+    size: int, batch: int, announced: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The insert's unique violation then comes out of sending the COMMIT, which the server skips,
+    # and ending that failed stretch of the pipeline reports the COMMIT as aborted.
+    monkeypatch.setattr(client, "ENQUEUE_MANY_BATCH", batch)
+    prepared = [jobs.echo.prepare(n) for n in range(size)]
+    sent_before = size // 2 + 1
+    enqueue_many(prepared[:sent_before])
+    opened = batches._OverlappedWriter._open
+
+    def open_answered(self: Any, jobs_in_batch: int) -> None:
+        opened(self, jobs_in_batch)
+        self.cursors = _Answered(*self.cursors).cursors()
+
+    monkeypatch.setattr(batches._OverlappedWriter, "_open", open_answered)
+    receipts = enqueue_many(prepared)
+    assert [r.enqueue_result for r in receipts] == [DUPLICATE] * sent_before + [OK] * (size - sent_before)
+    assert JobRecord.objects.count() == size
+    assert JobTransition.objects.count() == size
+    assert announced == [p.job_id for p in prepared]
 
 
 def _job_inserts(call: Callable[[], Any]) -> list[str]:

@@ -169,11 +169,19 @@ class _OverlappedWriter:
         its transaction failed and wrote nothing. End the pipeline's failed stretch, roll that
         transaction back, and send the batch again with ``ON CONFLICT``, which finds the
         duplicates. ``error`` is raised if the batch was sent with it already."""
+        import psycopg  # only PostgreSQL projects have it
+
         checked = with_on_conflict(sent.statement)
         if checked is None:
             raise error
         assert self.cursors is not None
-        self.open_pipeline.sync()
+        try:
+            self.open_pipeline.sync()
+        except psycopg.errors.PipelineAborted:
+            # The refusal came back before the batch's COMMIT was sent, so the error came out of
+            # sending it, and the server skipped it: the Sync reports it skipped. Sync again to
+            # collect whatever of the stretch had not come back yet.
+            self.open_pipeline.sync()
         self.cursors[0].execute("ROLLBACK")
         return self._send(_Sent(sent.jobs, sent.results, sent.first, checked, sent.params))
 
