@@ -46,35 +46,24 @@ def test_prepared_jobs_sent_again_are_duplicates_and_nothing_is_written_twice(
 
 
 class _Answered:
-    """A pipeline's two cursors, wrapped: the ``COMMIT`` after an insert sent without ``ON
-    CONFLICT`` (one the server may refuse) goes out only once the server has answered (or after
-    2 s): the order a fast server gives by itself."""
+    """One of a pipeline's two cursors, wrapped; the two share ``refusable``. A ``COMMIT`` after an
+    insert sent without ``ON CONFLICT`` (one the server may refuse) goes out only once the server
+    has answered (or after 2 s): the order a fast server gives by itself."""
 
-    def __init__(self, control: Any, inserting: Any) -> None:
-        self.control, self.inserting = control, inserting
-        self.may_be_refused = False
+    CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 
-    def cursors(self) -> tuple[Any, Any]:
-        answered = self
+    def __init__(self, cursor: Any, refusable: list[bool]) -> None:
+        self.cursor, self.refusable = cursor, refusable
 
-        class Control:
-            def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
-                if query == "COMMIT" and answered.may_be_refused:
-                    select.select([answered.control.connection.fileno()], [], [], 2.0)
-                return answered.control.execute(query, *args, **kwargs)
+    def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        if query == "COMMIT" and self.refusable[0]:
+            select.select([self.cursor.connection.fileno()], [], [], 2.0)
+        elif query not in self.CONTROL:
+            self.refusable[0] = "ON CONFLICT" not in query
+        return self.cursor.execute(query, *args, **kwargs)
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(answered.control, name)
-
-        class Inserting:
-            def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
-                answered.may_be_refused = "ON CONFLICT" not in query
-                return answered.inserting.execute(query, *args, **kwargs)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(answered.inserting, name)
-
-        return Control(), Inserting()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cursor, name)
 
 
 @pytest.mark.postgres
@@ -93,7 +82,9 @@ def test_a_batch_refused_before_its_commit_is_sent_is_sent_again_all_the_same(
 
     def open_answered(self: Any, jobs_in_batch: int) -> None:
         opened(self, jobs_in_batch)
-        self.cursors = _Answered(*self.cursors).cursors()
+        refusable = [False]
+        control, inserting = self.cursors
+        self.cursors = (_Answered(control, refusable), _Answered(inserting, refusable))
 
     monkeypatch.setattr(batches._OverlappedWriter, "_open", open_answered)
     receipts = enqueue_many(prepared)
