@@ -51,20 +51,27 @@ def stored_policy(
     }
 
 
-#: What follows the insert of jobs without parents, in both statements below: their first
-#: transition, their tags (one JSON document for the batch, ``[]`` without tags: cheaper to send
-#: than three arrays), and the wake-up hints of the queues that got a job due now.
-_AFTER_INSERT = f"""
+#: What follows the insert of jobs without parents, in every statement below: their first
+#: transition, their tags (:data:`_TAGGED`, only in the statements for batches that have tags),
+#: and the wake-up hints of the queues that got a job due now.
+_LOGGED = f"""
 , logged AS (
     INSERT INTO {TRANSITIONS} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, 0, %(now)s, {SCHEDULED}, 0, NULL, %(actor)s FROM inserted WHERE %(history)s
-), tagged AS (
+)"""
+#: The tags of a batch travel as one JSON document (cheaper to send than three arrays). A batch
+#: without tags goes without this part: even with nothing to insert, it cost the server about a
+#: tenth of a single enqueue (docs/performance.md, "Enqueue without tags").
+_TAGGED = f"""
+, tagged AS (
     INSERT INTO {TAGS} (job_id, key, value)
     SELECT i.sequence, t.key, t.value
     FROM inserted AS i
     JOIN jsonb_to_recordset(%(tags)s::jsonb) AS t (job_id uuid, key text, value text)
       ON t.job_id = i.job_id
-), hinted AS (
+)"""
+_HINTED = """
+, hinted AS (
     SELECT pg_notify(%(channel)s, queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
 )
@@ -79,7 +86,7 @@ _JOB_COLUMNS = """job_id, wire_name, queue, payload, due_time, mode, state, atte
                         parents_remaining, enqueued_at, next_ordinal, max_attempts, backoff, timeout,
                         priority, trace_context, unique_key"""
 
-#: Insert a batch of jobs without parents, then :data:`_AFTER_INSERT` (:data:`ENQUEUE` below).
+#: Insert a batch of jobs without parents, then their transitions, tags and hints (:data:`ENQUEUE` below).
 #: The batch travels as two JSON documents (:func:`_documents`): ``shapes``, one array per
 #: distinct set of the columns jobs share (wire name, queue, due time, policy, …), and ``jobs``,
 #: one ``[job_id, shape number, payload]`` per job (a unique job's key after its payload). Both
@@ -106,7 +113,7 @@ WITH shapes AS MATERIALIZED (
     ORDER BY n.position
     {{conflict}}
     RETURNING sequence, job_id, queue, due_time
-){_AFTER_INSERT}{{returning}}"""
+){{after}}{{returning}}"""
 
 #: The same for one job, with plain values: the shape of a single ``.enqueue()``, planned more
 #: cheaply than a document of one row.
@@ -119,17 +126,29 @@ WITH inserted AS (
             %(unique_key)s)
     {{conflict}}
     RETURNING sequence, job_id, queue, due_time
-){_AFTER_INSERT}{{returning}}"""
-ENQUEUE = _ENQUEUE.format(conflict=_ON_CONFLICT, returning=_RETURN_IDS)
-ENQUEUE_ONE = _ENQUEUE_ONE.format(conflict=_ON_CONFLICT, returning=_RETURN_IDS)
+){{after}}{{returning}}"""
+_TAGS_LOGS_HINTS = _LOGGED + _TAGGED + _HINTED
+_LOGS_HINTS = _LOGGED + _HINTED
+ENQUEUE = _ENQUEUE.format(conflict=_ON_CONFLICT, after=_TAGS_LOGS_HINTS, returning=_RETURN_IDS)
+ENQUEUE_ONE = _ENQUEUE_ONE.format(conflict=_ON_CONFLICT, after=_TAGS_LOGS_HINTS, returning=_RETURN_IDS)
 #: :data:`ENQUEUE` and :data:`ENQUEUE_ONE` for jobs whose ids are all new (``NewJob.id_is_new``):
 #: without ``ON CONFLICT``, whose look-up of each id in the unique index before the insert was
 #: about a tenth of the statement's time. Such a statement stores every job it sends, or, if one
 #: of them was sent before, fails with a unique violation (the server logs it); the caller then
 #: sends the batch again as ENQUEUE. Used only in a transaction of the store's own, which that
 #: error cannot spoil.
-ENQUEUE_NEW = _ENQUEUE.format(conflict="", returning=_RETURN_COUNT)
-ENQUEUE_ONE_NEW = _ENQUEUE_ONE.format(conflict="", returning=_RETURN_COUNT)
+ENQUEUE_NEW = _ENQUEUE.format(conflict="", after=_TAGS_LOGS_HINTS, returning=_RETURN_COUNT)
+ENQUEUE_ONE_NEW = _ENQUEUE_ONE.format(conflict="", after=_TAGS_LOGS_HINTS, returning=_RETURN_COUNT)
+#: The four statements above for a batch in which no job has tags: the same, without ``tagged``.
+_UNTAGGED = {
+    statement: template.format(conflict=conflict, after=_LOGS_HINTS, returning=returning)
+    for statement, template, conflict, returning in (
+        (ENQUEUE, _ENQUEUE, _ON_CONFLICT, _RETURN_IDS),
+        (ENQUEUE_ONE, _ENQUEUE_ONE, _ON_CONFLICT, _RETURN_IDS),
+        (ENQUEUE_NEW, _ENQUEUE, "", _RETURN_COUNT),
+        (ENQUEUE_ONE_NEW, _ENQUEUE_ONE, "", _RETURN_COUNT),
+    )
+}
 
 
 #: The encoder of :func:`_documents` (one for every call: ``json.dumps`` with options builds one each time).
@@ -193,7 +212,8 @@ def insert_statement(
     """The insert of the jobs still to be judged (``results[i] is None``): :data:`ENQUEUE_ONE`
     or :data:`ENQUEUE` with its parameters, and the position of each id's first occurrence
     (empty when there is nothing to insert). With ``new_ids_allowed`` (a transaction of the
-    store's own), :data:`ENQUEUE_ONE_NEW` or :data:`ENQUEUE_NEW` when every id is new."""
+    store's own), :data:`ENQUEUE_ONE_NEW` or :data:`ENQUEUE_NEW` when every id is new. When no
+    job to insert has tags, the chosen statement's form without the tags' insert."""
     first: dict[uuid.UUID, int] = {}
     accepted: list[NewJob] = []
     tags: list[dict[str, str]] = []
@@ -205,7 +225,6 @@ def insert_statement(
             job_id = str(new_job.job_id)
             tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in new_job.tag_pairs)
     params: dict[str, Any] = {
-        "tags": json.dumps(tags) if tags else "[]",
         "now": now,
         "actor": ENQUEUE_ACTOR,
         "history": settings.history is not HistoryPolicy.OFF,
@@ -232,8 +251,13 @@ def insert_statement(
         params["shapes"], params["jobs"] = _documents(accepted, settings)
     new = new_ids_allowed and all(j.id_is_new for j in accepted)
     if len(accepted) == 1:
-        return (ENQUEUE_ONE_NEW if new else ENQUEUE_ONE), params, first
-    return (ENQUEUE_NEW if new else ENQUEUE), params, first
+        statement = ENQUEUE_ONE_NEW if new else ENQUEUE_ONE
+    else:
+        statement = ENQUEUE_NEW if new else ENQUEUE
+    if not tags:
+        return _UNTAGGED[statement], params, first
+    params["tags"] = json.dumps(tags)
+    return statement, params, first
 
 
 def enqueued_entries(
@@ -272,4 +296,8 @@ def with_on_conflict(statement: str) -> str | None:
     return _WITH_ON_CONFLICT.get(statement)
 
 
-_WITH_ON_CONFLICT = {ENQUEUE_NEW: ENQUEUE, ENQUEUE_ONE_NEW: ENQUEUE_ONE}
+_WITH_ON_CONFLICT = {
+    new: checked
+    for tagged_new, tagged_checked in ((ENQUEUE_NEW, ENQUEUE), (ENQUEUE_ONE_NEW, ENQUEUE_ONE))
+    for new, checked in ((tagged_new, tagged_checked), (_UNTAGGED[tagged_new], _UNTAGGED[tagged_checked]))
+}

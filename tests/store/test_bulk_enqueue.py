@@ -116,6 +116,34 @@ def test_a_batch_without_parents_is_one_statement() -> None:
     assert JobTag.objects.count() == 500
 
 
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_jobs_without_tags_go_without_the_tags_insert_and_jobs_with_them_keep_it(size: int) -> None:
+    def batch(tagged: bool) -> list[NewJob]:
+        return [
+            NewJob(
+                job_id=uuid.uuid4(),
+                wire_name="w",
+                payload={"n": n},
+                due_time=T0,
+                tags=("t", ("k", str(n))) if tagged and n == size - 1 else (),
+            )
+            for n in range(size)
+        ]
+
+    untagged, tagged = batch(tagged=False), batch(tagged=True)
+    with CaptureQueriesContext(connection) as queries:
+        assert store.enqueue_many(untagged, now=T0) == [EnqueueResult.OK] * size
+        assert store.enqueue_many(tagged, now=T0) == [EnqueueResult.OK] * size
+        # Sent again: duplicates, through the statement's form with ON CONFLICT.
+        assert store.enqueue_many(untagged, now=T0) == [EnqueueResult.DUPLICATE] * size
+    inserts_tags = ["INSERT INTO backwave_django_jobtag" in q["sql"] for q in queries.captured_queries]
+    assert inserts_tags == [False, True, False]
+    assert JobRecord.objects.count() == JobTransition.objects.count() == 2 * size
+    assert sorted(JobTag.objects.values_list("job__job_id", "key", "value")) == sorted(
+        [(tagged[-1].job_id, "", "t"), (tagged[-1].job_id, "k", str(size - 1))]
+    )
+
 def _one_column_apart(ids: list[uuid.UUID]) -> list[NewJob]:
     """Jobs that share every column but one with the first (the statement sends each distinct set
     of the shared columns once and points the jobs at it), and one that shares them all."""
