@@ -127,27 +127,32 @@ WITH inserted AS (
     {{conflict}}
     RETURNING sequence, job_id, queue, due_time
 ){{after}}{{returning}}"""
-_TAGS_LOGS_HINTS = _LOGGED + _TAGGED + _HINTED
-_LOGS_HINTS = _LOGGED + _HINTED
-ENQUEUE = _ENQUEUE.format(conflict=_ON_CONFLICT, after=_TAGS_LOGS_HINTS, returning=_RETURN_IDS)
-ENQUEUE_ONE = _ENQUEUE_ONE.format(conflict=_ON_CONFLICT, after=_TAGS_LOGS_HINTS, returning=_RETURN_IDS)
+
+
+def _with_and_without_tags(template: str, conflict: str, returning: str) -> tuple[str, str]:
+    """A statement of ``template``, and its form without the tags' insert (for a batch in which
+    no job has tags)."""
+    return (
+        template.format(conflict=conflict, after=_LOGGED + _TAGGED + _HINTED, returning=returning),
+        template.format(conflict=conflict, after=_LOGGED + _HINTED, returning=returning),
+    )
+
+
+ENQUEUE, _ENQUEUE_UNTAGGED = _with_and_without_tags(_ENQUEUE, _ON_CONFLICT, _RETURN_IDS)
+ENQUEUE_ONE, _ENQUEUE_ONE_UNTAGGED = _with_and_without_tags(_ENQUEUE_ONE, _ON_CONFLICT, _RETURN_IDS)
 #: :data:`ENQUEUE` and :data:`ENQUEUE_ONE` for jobs whose ids are all new (``NewJob.id_is_new``):
 #: without ``ON CONFLICT``, whose look-up of each id in the unique index before the insert was
 #: about a tenth of the statement's time. Such a statement stores every job it sends, or, if one
 #: of them was sent before, fails with a unique violation (the server logs it); the caller then
 #: sends the batch again as ENQUEUE. Used only in a transaction of the store's own, which that
 #: error cannot spoil.
-ENQUEUE_NEW = _ENQUEUE.format(conflict="", after=_TAGS_LOGS_HINTS, returning=_RETURN_COUNT)
-ENQUEUE_ONE_NEW = _ENQUEUE_ONE.format(conflict="", after=_TAGS_LOGS_HINTS, returning=_RETURN_COUNT)
-#: The four statements above for a batch in which no job has tags: the same, without ``tagged``.
+ENQUEUE_NEW, _ENQUEUE_NEW_UNTAGGED = _with_and_without_tags(_ENQUEUE, "", _RETURN_COUNT)
+ENQUEUE_ONE_NEW, _ENQUEUE_ONE_NEW_UNTAGGED = _with_and_without_tags(_ENQUEUE_ONE, "", _RETURN_COUNT)
 _UNTAGGED = {
-    statement: template.format(conflict=conflict, after=_LOGS_HINTS, returning=returning)
-    for statement, template, conflict, returning in (
-        (ENQUEUE, _ENQUEUE, _ON_CONFLICT, _RETURN_IDS),
-        (ENQUEUE_ONE, _ENQUEUE_ONE, _ON_CONFLICT, _RETURN_IDS),
-        (ENQUEUE_NEW, _ENQUEUE, "", _RETURN_COUNT),
-        (ENQUEUE_ONE_NEW, _ENQUEUE_ONE, "", _RETURN_COUNT),
-    )
+    ENQUEUE: _ENQUEUE_UNTAGGED,
+    ENQUEUE_ONE: _ENQUEUE_ONE_UNTAGGED,
+    ENQUEUE_NEW: _ENQUEUE_NEW_UNTAGGED,
+    ENQUEUE_ONE_NEW: _ENQUEUE_ONE_NEW_UNTAGGED,
 }
 
 
@@ -297,7 +302,8 @@ def with_on_conflict(statement: str) -> str | None:
 
 
 _WITH_ON_CONFLICT = {
-    new: checked
-    for tagged_new, tagged_checked in ((ENQUEUE_NEW, ENQUEUE), (ENQUEUE_ONE_NEW, ENQUEUE_ONE))
-    for new, checked in ((tagged_new, tagged_checked), (_UNTAGGED[tagged_new], _UNTAGGED[tagged_checked]))
+    ENQUEUE_NEW: ENQUEUE,
+    ENQUEUE_ONE_NEW: ENQUEUE_ONE,
+    _ENQUEUE_NEW_UNTAGGED: _ENQUEUE_UNTAGGED,
+    _ENQUEUE_ONE_NEW_UNTAGGED: _ENQUEUE_ONE_UNTAGGED,
 }

@@ -116,7 +116,6 @@ def test_a_batch_without_parents_is_one_statement() -> None:
     assert JobTag.objects.count() == 500
 
 
-
 @pytest.mark.parametrize("size", [1, 3])
 def test_jobs_without_tags_go_without_the_tags_insert_and_jobs_with_them_keep_it(size: int) -> None:
     def batch(tagged: bool) -> list[NewJob]:
@@ -143,6 +142,7 @@ def test_jobs_without_tags_go_without_the_tags_insert_and_jobs_with_them_keep_it
     assert sorted(JobTag.objects.values_list("job__job_id", "key", "value")) == sorted(
         [(tagged[-1].job_id, "", "t"), (tagged[-1].job_id, "k", str(size - 1))]
     )
+
 
 def _one_column_apart(ids: list[uuid.UUID]) -> list[NewJob]:
     """Jobs that share every column but one with the first (the statement sends each distinct set
