@@ -47,6 +47,7 @@ class OutcomeWriter:
 
     def _serve(self) -> None:
         try:
+            self._connect()
             while (batch := self.batches.get()) is not None:
                 try:
                     reports = [finished.report(self.worker_id) for finished in batch]
@@ -59,6 +60,14 @@ class OutcomeWriter:
                     self.on_done(WriteDone(batch, results, None))
         finally:
             connections.close_all()
+
+    def _connect(self) -> None:
+        """Open this thread's connection while the pump runs its first maintenance and claim, so
+        the first outcome write does not wait for it; a failure is left to that write to report."""
+        try:
+            connections[self.using].ensure_connection()
+        except (DatabaseError, InterfaceError):
+            connections[self.using].close()
 
 
 @dataclass(frozen=True, slots=True)
