@@ -5,6 +5,7 @@ So that the pump's next claim overlaps the last outcome write. See :class:`Outco
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -63,11 +64,10 @@ class OutcomeWriter:
 
     def _connect(self) -> None:
         """Open this thread's connection while the pump runs its first maintenance and claim, so
-        the first outcome write does not wait for it; a failure is left to that write to report."""
-        try:
+        the first outcome write does not wait for it. Whatever stops it is left to that write,
+        which meets it again and reports it to the pump like any failed write."""
+        with contextlib.suppress(Exception):
             connections[self.using].ensure_connection()
-        except (DatabaseError, InterfaceError):
-            connections[self.using].close()
 
 
 @dataclass(frozen=True, slots=True)

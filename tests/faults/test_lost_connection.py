@@ -22,7 +22,7 @@ from django.utils import timezone
 from backwave_django import JobState, OutcomeReport, OutcomeResult, RetryPolicy, Success, store
 from backwave_django.models import JobRecord, JobTransition, WorkerNode
 from tests.jobsapp import jobs
-from tests.worker.conftest import Workers, wait_for
+from tests.worker.conftest import Workers, allow_connections, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -49,18 +49,6 @@ def _terminate_other_sessions() -> int:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
         return int(cursor.fetchone()[0])
-
-
-def _allow_connections(allowed: bool) -> None:
-    """Open or close the test database to new sessions (from the maintenance database: PostgreSQL
-    refuses to change this for the database a session is connected to). Our own session stays."""
-    import psycopg
-
-    params = connection.get_connection_params()
-    params["dbname"] = "postgres"
-    name = connection.ops.quote_name(connection.settings_dict["NAME"])
-    with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {'true' if allowed else 'false'}")
 
 
 def _applied(job_id: uuid.UUID, attempt: int) -> list[tuple[int, str]]:
@@ -99,7 +87,7 @@ def test_a_worker_cut_off_past_its_lease_is_fenced_when_it_finally_reports(worke
     wait_for(lambda: WorkerNode.objects.exists(), what="the worker to register")
     wait_for(lambda: any(m.startswith("start") for m in _marks(marker)), what="the job to start")
     try:
-        _allow_connections(False)
+        allow_connections(False)
         _terminate_other_sessions()
         wait_for(lambda: any(m.startswith("done") for m in _marks(marker)), what="the handler to finish")
         # The worker holds the outcome and cannot write it. Its lease runs out; another node
@@ -114,7 +102,7 @@ def test_a_worker_cut_off_past_its_lease_is_fenced_when_it_finally_reports(worke
         )
         assert stolen.attempt == 2
     finally:
-        _allow_connections(True)
+        allow_connections(True)
     wait_for(lambda: "was fenced off" in workers.log(0), timeout=30, what="the late outcome to be fenced")
     record = JobRecord.objects.get(job_id=job_id)
     assert (record.state, record.lease_owner, record.attempt, record.output) == (
@@ -139,14 +127,14 @@ def _state(job_id: uuid.UUID) -> JobState:
 def test_a_worker_started_while_the_database_refuses_connections_waits_for_it(workers):
     """Found by the torture suite: a worker started during a database restart used to exit 1."""
     job_id = jobs.echo.enqueue("after the outage").job_id
-    _allow_connections(False)
+    allow_connections(False)
     try:
         worker = workers.start("--queues", "default")
         wait_for(lambda: "Database fault" in workers.log(0), what="the worker to meet the refusal")
         assert worker.poll() is None
         assert not WorkerNode.objects.exists()
     finally:
-        _allow_connections(True)
+        allow_connections(True)
     wait_for(lambda: _state(job_id) == JobState.SUCCEEDED, timeout=60, what="the job to run after the outage")
     assert WorkerNode.objects.count() == 1
     worker.send_signal(signal.SIGTERM)

@@ -38,6 +38,18 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def allow_connections(allowed: bool) -> None:
+    """Open or close the test database to new sessions (from the maintenance database: PostgreSQL
+    refuses to change this for the database a session is connected to). Our own session stays."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    params["dbname"] = "postgres"
+    name = connection.ops.quote_name(connection.settings_dict["NAME"])
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {'true' if allowed else 'false'}")
+
+
 def database_leg() -> str:
     """The ``BACKWAVE_TEST_DB`` that gets a worker to the database this test process uses (on the
     pgbouncer leg, through the same PgBouncer)."""

@@ -10,14 +10,13 @@ connection meets the error and reports it, as any write does.
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
 from backwave_django.worker.writer import OutcomeWriter, WriteDone
-from tests.faults.test_lost_connection import _allow_connections
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import allow_connections, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.session_bound, pytest.mark.django_db(transaction=True)]
 
@@ -38,7 +37,7 @@ def answers() -> queue.SimpleQueue[WriteDone]:
 
 
 @pytest.fixture
-def start_writer(answers: queue.SimpleQueue[WriteDone]) -> Iterator[object]:
+def start_writer(answers: queue.SimpleQueue[WriteDone]) -> Iterator[Callable[[], OutcomeWriter]]:
     started: list[OutcomeWriter] = []
 
     def start() -> OutcomeWriter:
@@ -64,13 +63,13 @@ def test_the_writer_opens_its_connection_before_its_first_batch(start_writer, an
 
 def test_a_writer_that_cannot_connect_at_start_still_serves_its_batches(start_writer, answers):
     before = _sessions()
-    _allow_connections(False)
+    allow_connections(False)
     try:
         writer = start_writer()
         writer.submit([])  # served once its connection attempt has failed
         done = answers.get(timeout=20)
     finally:
-        _allow_connections(True)
+        allow_connections(True)
     assert (done.results, done.error) == ([], None)
     assert writer.thread.is_alive()
     assert _sessions() == before
