@@ -49,6 +49,7 @@ from .hints import HintListener
 from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
 from .observing import ObserverPump
 from .options import Prefetch, WorkerOptions, make_worker_id
+from .pacing import ClaimPacing
 from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writers, log_outcome
 
 logger = logging.getLogger("backwave_django.worker")
@@ -57,8 +58,6 @@ logger = logging.getLogger("backwave_django.worker")
 MAX_FAULT_BACKOFF_SECONDS = 30.0
 #: The longest a finished job's outcome waits in the buffer for others to share its write.
 OUTCOME_LINGER_SECONDS = 0.005
-#: How long free slots short of a good batch wait before they are claimed anyway.
-CLAIM_LINGER_SECONDS = 0.020
 #: How many finished jobs per slot may wait for their outcome write without holding a slot: while
 #: one batch is being written the next can run, and the one after can finish and wait, so a busy
 #: worker's writes grow to two batches instead of its claims waiting for the writer.
@@ -90,9 +89,7 @@ class Worker:
         self.write_backoff = 0.0
         self.write_not_before = 0.0
         self.writer: OutcomeWriter | None = None
-        self.last_claim_at = 0.0
-        self.last_claim_empty = False
-        self.hinted = False
+        self.pacing = ClaimPacing(self.settings.poll_interval.total_seconds())
         self.wakeup = threading.Event()
         self.stopping = False
         self.recycling = False
@@ -186,7 +183,7 @@ class Worker:
                 if now_mono >= self.next_maintenance and not self.stopping:
                     self._guarded(self._maintenance)
                     self.next_maintenance = now_mono + self.settings.maintenance_interval.total_seconds()
-                claimed = 0
+                claimed = None  # no claim sent this pass (``--burst`` exits only on one that found nothing)
                 if not self.stopping and self._claim_due():
                     claimed = self._guarded(self._claim) or 0
                 if self._should_exit(claimed):
@@ -243,7 +240,7 @@ class Worker:
         if removed:
             logger.info("Removed schedules no longer declared in settings: %s", ", ".join(removed))
 
-    def _should_exit(self, claimed: int) -> bool:
+    def _should_exit(self, claimed: int | None) -> bool:
         idle = not self.running and not self.outbox and self.writing is None and not self.finished
         if self.stopping:
             if idle:
@@ -350,7 +347,7 @@ class Worker:
     # batches them (like Nagle's algorithm): it flushes when nothing is left running, when three
     # quarters of a batch have finished, or when the oldest buffered outcome has waited
     # OUTCOME_LINGER; it claims when three quarters of a batch of slots are free, when nothing is
-    # running, when a hint arrives, or after CLAIM_LINGER. A lone job is never delayed.
+    # running, when a hint arrives, or after a linger (pacing.py). A lone job is never delayed.
 
     @property
     def _batch(self) -> int:
@@ -384,21 +381,12 @@ class Worker:
         return max(1, min(size, self.settings.max_claim_batch) * 3 // 4)
 
     def _claim_due(self) -> bool:
-        """Claim when a good batch is free, or nothing runs, or a hint arrived; partial batches
-        after CLAIM_LINGER, or, when the last claim found nothing due, after the poll interval."""
-        free = self._free_slots()
-        if free <= 0:
-            return False
-        if not self.running or free >= self._claim_batch or self.hinted:
-            return True
-        return time.monotonic() >= self._next_partial_claim()
-
-    def _next_partial_claim(self) -> float:
-        wait = self.settings.poll_interval.total_seconds() if self.last_claim_empty else CLAIM_LINGER_SECONDS
-        return self.last_claim_at + wait
+        return self.pacing.due(
+            free=self._free_slots(), batch=self._claim_batch, running=bool(self.running), now=time.monotonic()
+        )
 
     def _hint(self) -> None:
-        self.hinted = True
+        self.pacing.hinted = True
         self.wakeup.set()
 
     def _cancel_hint(self, job_id: str) -> None:
@@ -477,7 +465,7 @@ class Worker:
         reports = [finished.report(self.worker_id) for finished in batch]
         results = store.report_outcomes(reports, now=clock.now())
         self.outbox = []
-        self._logged(batch, results)
+        self._landed(batch, results)
 
     def _on_written(self, done: WriteDone) -> None:
         self.written.put(done)
@@ -497,7 +485,7 @@ class Worker:
         if done.error is None:
             assert done.results is not None
             self.write_backoff = 0.0
-            self._logged(done.batch, done.results)
+            self._landed(done.batch, done.results)
             return
         if not isinstance(done.error, DatabaseError | InterfaceError):
             raise done.error  # a bug, not a fault: the same as a failed inline write
@@ -522,7 +510,10 @@ class Worker:
             except Exception:
                 logger.exception("Writing outcomes failed at shutdown")
 
-    def _logged(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
+    def _landed(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
+        """A batch of outcomes is written: log and announce them, and claim again (it may have
+        released dependents, and its jobs' leases no longer count against queue limits)."""
+        self.pacing.changed()
         for finished, result in zip(batch, results, strict=True):
             log_outcome(finished, result)
         announce_finished(Worker, batch, results)
@@ -542,18 +533,16 @@ class Worker:
 
     def _maintenance(self) -> None:
         if run_maintenance(self.settings, worker_id=self.worker_id, queues=self.queues, now=clock.now()):
-            self.hinted = True  # minted jobs: claim them now, not at the next poll
+            self.pacing.hinted = True  # minted jobs: claim them now, not at the next poll
 
     def _claim(self) -> int:
-        self.hinted = False
-        self.last_claim_at = time.monotonic()
-        self.last_claim_empty = False
+        self.pacing.sending(time.monotonic())
         free = self._free_slots()
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.started_jobs)
         if free <= 0:
             return 0
-        claimed_total = 0
+        claimed_total = asked = 0
         for batch in self.options.dispatch.plan(free):
             now = clock.now()
             claimed = store.claim(
@@ -564,13 +553,14 @@ class Worker:
                 now=now,
             )
             self.options.dispatch.issued(batch)
+            asked += min(batch.max_jobs, self.settings.max_claim_batch)
             with self.finished_lock:
                 self.executing += len(claimed)
             self.executor.start_many([self._running(job, now) for job in claimed])
             claimed_total += len(claimed)
             if not claimed:
                 break
-        self.last_claim_empty = claimed_total == 0
+        self.pacing.answered(claimed_total, asked)  # each batch names every queue: none has more
         return claimed_total
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:
@@ -591,7 +581,7 @@ class Worker:
             flush_at = max(self.outbox_since + OUTCOME_LINGER_SECONDS, self.write_not_before)
             timeout = min(timeout, max(flush_at - now_mono, 0.0))
         if self.running and self._free_slots() > 0 and not self.stopping:
-            timeout = min(timeout, max(self._next_partial_claim() - now_mono, 0.0))
+            timeout = min(timeout, max(self.pacing.next_partial() - now_mono, 0.0))
         if self.progress_pending:
             timeout = min(timeout, max(self.next_progress - now_mono, 0.0))
         self.wakeup.wait(timeout)

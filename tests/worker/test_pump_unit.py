@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import OperationalError
 
+from backwave_django import store
 from backwave_django.context import JobContext
 from backwave_django.core.dispatch import StrictDispatch
 from backwave_django.core.outcomes import ClaimedJob, Success
@@ -220,3 +221,38 @@ def test_a_prefetch_that_is_set_or_already_twice_the_concurrency_never_grows(con
         assert worker.prefetch.limit == before
     finally:
         worker.executor.shutdown()
+
+
+@pytest.mark.parametrize(("handed_out", "short"), [(32, False), (31, True), (0, True)])
+def test_a_claim_is_short_when_it_hands_out_less_than_it_asked_for_within_the_batch_cap(
+    monkeypatch: pytest.MonkeyPatch, handed_out: int, short: bool
+) -> None:
+    # concurrency 20 and the default prefetch ask for 40 leases; a claim hands out at most
+    # MAX_CLAIM_BATCH (32), so 32 is a full claim, and fewer mean the queue was out of due jobs.
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=20))
+    asked: list[int] = []
+
+    def claim(*, max_jobs: int, **_: object) -> list[ClaimedJob]:
+        asked.append(max_jobs)
+        return [_finished().running.claimed for _ in range(handed_out)]
+
+    monkeypatch.setattr(store, "claim", claim)
+    monkeypatch.setattr(worker.executor, "start_many", lambda running: None)
+    try:
+        assert worker._claim() == handed_out
+        assert asked == [40]
+        assert worker.pacing.last_short is short
+        assert worker.pacing.last_empty is (handed_out == 0)
+    finally:
+        worker.executor.shutdown()
+
+
+def test_a_landed_write_lets_the_next_claim_go_at_once_and_a_finished_job_does_not(worker: Worker) -> None:
+    # A finished job's lease still counts against its queue's limit until its outcome is written.
+    worker.pacing.answered(1, 4)
+    _drain(worker, [_finished()])
+    assert worker.pacing.last_short
+    batch = [_finished()]
+    worker.writing = batch
+    worker._take_written(WriteDone(batch, [OutcomeResult.APPLIED], None))
+    assert not worker.pacing.last_short

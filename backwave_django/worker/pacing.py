@@ -1,0 +1,58 @@
+"""When the pump claims next.
+
+A claim costs a transaction whatever its size, so the pump claims in batches: at once when a
+good batch of slots is free, when nothing runs, or when a hint arrived (a job was enqueued, or
+maintenance minted some); a partial batch after ``CLAIM_LINGER_SECONDS``, or after the poll
+interval when the last claim found nothing.
+
+A claim that came back short (fewer jobs than it asked for: every queue it names was out of due
+jobs) is not repeated at once, only after a change: a hint, an outcome batch landing (it may have
+released dependents, and its jobs' leases stop counting against their queues' limits), or the
+timer. A job finishing is not such a change: its lease counts until its outcome is written.
+Repeating the claim at once found nothing, and it delayed the outcomes of the jobs it had just
+handed out by a round trip (docs/worker.md, "What a worker does").
+"""
+
+from __future__ import annotations
+
+#: How long free slots short of a good batch wait before they are claimed anyway.
+CLAIM_LINGER_SECONDS = 0.020
+
+
+class ClaimPacing:
+    """The pump's claim timing. Times are ``time.monotonic()`` seconds."""
+
+    def __init__(self, poll_interval: float) -> None:
+        self.poll_interval = poll_interval
+        self.last_at = 0.0
+        self.last_empty = False
+        #: The last claim found fewer jobs than it asked for, and nothing has changed since.
+        self.last_short = False
+        #: A hint arrived (or maintenance minted jobs) since the last claim was sent.
+        self.hinted = False
+
+    def sending(self, now: float) -> None:
+        """A claim is about to be sent."""
+        self.hinted = False
+        self.last_at = now
+        self.last_empty = self.last_short = False  # until it answers (a claim that fails may retry)
+
+    def answered(self, got: int, asked: int) -> None:
+        self.last_empty = got == 0
+        self.last_short = got < asked
+
+    def changed(self) -> None:
+        """An outcome batch landed: the next claim goes at once."""
+        self.last_short = False
+
+    def due(self, *, free: int, batch: int, running: bool, now: float) -> bool:
+        """Whether to claim ``free`` leases now, ``batch`` being a good batch's size."""
+        if free <= 0:
+            return False
+        if self.hinted or (not self.last_short and (not running or free >= batch)):
+            return True
+        return now >= self.next_partial()
+
+    def next_partial(self) -> float:
+        """When a partial batch is claimed anyway."""
+        return self.last_at + (self.poll_interval if self.last_empty else CLAIM_LINGER_SECONDS)

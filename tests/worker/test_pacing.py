@@ -1,0 +1,73 @@
+"""When the pump claims next (``worker/pacing.py``): pure timing rules, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from backwave_django.worker.pacing import CLAIM_LINGER_SECONDS, ClaimPacing
+
+POLL = 1.0
+BATCH = 15  # a good batch of free slots
+
+
+@pytest.fixture
+def pacing() -> ClaimPacing:
+    return ClaimPacing(POLL)
+
+
+def _claimed(pacing: ClaimPacing, got: int, asked: int, at: float = 100.0) -> None:
+    pacing.sending(at)
+    pacing.answered(got, asked)
+
+
+def test_after_a_full_claim_a_free_batch_is_claimed_at_once(pacing: ClaimPacing) -> None:
+    _claimed(pacing, got=32, asked=32)
+    assert pacing.due(free=BATCH, batch=BATCH, running=True, now=100.0)
+    assert not pacing.due(free=BATCH - 1, batch=BATCH, running=True, now=100.0)  # a partial batch lingers
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_after_a_short_claim_the_next_waits_for_a_change(pacing: ClaimPacing, running: bool) -> None:
+    _claimed(pacing, got=1, asked=32)
+    assert not pacing.due(free=39, batch=BATCH, running=running, now=100.001)
+    pacing.changed()  # an outcome batch landed
+    assert pacing.due(free=39, batch=BATCH, running=running, now=100.001)
+
+
+def test_a_hint_claims_even_after_a_short_claim(pacing: ClaimPacing) -> None:
+    _claimed(pacing, got=3, asked=20)
+    pacing.hinted = True
+    assert pacing.due(free=39, batch=BATCH, running=True, now=100.0)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0)
+    pacing.sending(100.5)
+    assert not pacing.hinted  # the claim sent answers the hint
+
+
+def test_nothing_running_claims_at_once_unless_the_last_claim_came_back_short(pacing: ClaimPacing) -> None:
+    assert pacing.due(free=1, batch=BATCH, running=False, now=0.0)  # the first claim
+    _claimed(pacing, got=32, asked=32)
+    assert pacing.due(free=1, batch=BATCH, running=False, now=100.0)
+
+
+def test_a_claim_that_fails_leaves_the_next_free_to_go_at_once(pacing: ClaimPacing) -> None:
+    _claimed(pacing, got=0, asked=32)
+    pacing.sending(200.0)  # and it raised: no answer
+    assert pacing.due(free=39, batch=BATCH, running=False, now=200.0)
+
+
+def test_a_short_claim_is_repeated_after_the_linger_and_an_empty_one_after_the_poll_interval(
+    pacing: ClaimPacing,
+) -> None:
+    _claimed(pacing, got=2, asked=32)
+    assert pacing.next_partial() == pytest.approx(100.0 + CLAIM_LINGER_SECONDS)
+    assert not pacing.due(free=39, batch=BATCH, running=True, now=100.0 + CLAIM_LINGER_SECONDS / 2)
+    assert pacing.due(free=39, batch=BATCH, running=True, now=100.0 + CLAIM_LINGER_SECONDS)
+    _claimed(pacing, got=0, asked=32)
+    assert pacing.next_partial() == pytest.approx(100.0 + POLL)
+    assert not pacing.due(free=39, batch=BATCH, running=True, now=100.5)
+    assert pacing.due(free=39, batch=BATCH, running=True, now=101.0)
+
+
+def test_no_free_slot_never_claims(pacing: ClaimPacing) -> None:
+    pacing.hinted = True
+    assert not pacing.due(free=0, batch=BATCH, running=False, now=1e9)
