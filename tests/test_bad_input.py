@@ -593,6 +593,7 @@ def test_unknown_ids_and_empty_requests_answer_with_a_result_and_write_nothing(
             r"argument --shutdown-timeout: expected a number of seconds >= 0, got -1",
         ),
         (["--shutdown-timeout", "soon"], r"expected a number of seconds, got 'soon'"),
+        (["--give-up-after", "-5"], r"argument --give-up-after: expected a number of seconds >= 0, got -5.0"),
         (["--frobnicate"], r"unrecognized arguments: --frobnicate"),
         (["--queues", ","], r"Strict dispatch needs at least one queue"),
         (["--queues", "q" * 129], r"queues\[\] is at most 128 characters, got 129"),

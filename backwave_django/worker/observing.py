@@ -28,6 +28,7 @@ from ..conf import BackWaveSettings
 from ..core.observing import Delivery, ObserverDisposition
 from ..observers import ObserverDefinition
 from .execution import failure_detail
+from .faults import FaultBackoff
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -42,7 +43,6 @@ def observer_lease(settings: BackWaveSettings) -> timedelta:
     call ends within the timeout, so a live pump reports before its lease lapses; a dead one
     holds the observer up no longer than that."""
     return settings.lease_duration + settings.observer_timeout
-MAX_FAULT_BACKOFF_SECONDS = 30.0
 
 
 class ObserverPump:
@@ -56,7 +56,7 @@ class ObserverPump:
         self.settings = settings
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="backwave-observers", daemon=True)
-        self.backoff = 0.0
+        self.faults = FaultBackoff()
         self.delivered = 0
         self.callers: dict[str, ObserverCaller] = {}
 
@@ -81,17 +81,17 @@ class ObserverPump:
                 try:
                     worked = self.run_round()
                 except (DatabaseError, InterfaceError) as exc:
-                    self.backoff = min(max(self.backoff * 2, 0.5), MAX_FAULT_BACKOFF_SECONDS)
+                    wait = self.faults.failed(time.monotonic())
                     logger.warning(
                         "Observer pump: database fault (%s: %s); retrying in %.1f s",
                         type(exc).__name__,
                         exc,
-                        self.backoff,
+                        wait,
                     )
                     connections.close_all()
-                    self.stopping.wait(self.backoff)
+                    self.stopping.wait(wait)
                     continue
-                self.backoff = 0.0
+                self.faults.succeeded()
                 if not worked:
                     self.stopping.wait(self.settings.poll_interval.total_seconds())
         finally:

@@ -33,6 +33,9 @@ class WorkerOptions:
     burst: bool = False
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
+    #: ``--give-up-after``: how long database faults may last before the worker exits (None: 60 s
+    #: under ``burst``, else never; see ``faults``).
+    give_up_after: float | None = None
     #: ``--metrics-port``: None (the default) costs nothing per job.
     metrics: OutcomeMetrics | None = None
     #: Leases held ready beyond the busy slots (None: ``BACKWAVE["PREFETCH"]``).

@@ -14,8 +14,9 @@ One thread (the pump) talks to the store; handlers run on the :class:`Executor`.
 5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
    re-polls at once, so released dependents and freed slots are picked up promptly.
 
-Database faults are logged and retried with backoff; buffered outcomes are kept until they are
-written, and the lease fence makes a repeated write harmless.
+Database faults are logged and retried with backoff (``faults``: a ``--burst`` worker gives up
+after a minute of them); buffered outcomes are kept until they are written, and the lease fence
+makes a repeated write harmless.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..database import jobs_database, listen_database
 from ..observers import definitions
 from . import writer as outcome_writer
 from .execution import Executor, Finished, Running
+from .faults import EXIT_GAVE_UP, WorkerFaults, give_up_seconds
 from .heartbeats import renew_leases
 from .hints import HintListener
 from .maintenance import apply_queue_settings, run_maintenance, sync_schedules
@@ -54,8 +56,6 @@ from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writ
 
 logger = logging.getLogger("backwave_django.worker")
 
-#: Longest wait between retries of a failing database call.
-MAX_FAULT_BACKOFF_SECONDS = 30.0
 #: The longest a finished job's outcome waits in the buffer for others to share its write.
 OUTCOME_LINGER_SECONDS = 0.005
 #: How many finished jobs per slot may wait for their outcome write without holding a slot: while
@@ -86,7 +86,6 @@ class Worker:
         #: The batch the outcome writer is writing now, and the writer's answers.
         self.writing: list[Finished] | None = None
         self.written: queue.SimpleQueue[WriteDone] = queue.SimpleQueue()
-        self.write_backoff = 0.0
         self.write_not_before = 0.0
         self.writer: OutcomeWriter | None = None
         self.pacing = ClaimPacing(self.settings.poll_interval.total_seconds())
@@ -97,7 +96,7 @@ class Worker:
         self.signals_received = 0
         self.started_jobs = 0
         self.completed_jobs = 0
-        self.fault_backoff = 0.0
+        self.faults = WorkerFaults(self.worker_id, give_up_seconds(options.burst, options.give_up_after))
         self.next_heartbeat = 0.0
         self.next_maintenance = 0.0
         self.heartbeat_seconds = self.settings.heartbeat_interval.total_seconds()
@@ -157,8 +156,8 @@ class Worker:
         # A worker started while the database is away (a restart, a failover) waits for it, with
         # the same backoff as a running one, instead of exiting.
         while self._guarded(self._register) is None:
-            if self.stopping:
-                return 0
+            if self.stopping or self.faults.gave_up:
+                return EXIT_GAVE_UP if self.faults.gave_up else 0
         self._start()
         # Registering stamped the worker row (a heartbeat) and nothing is leased: claim first.
         self.heartbeat_at, self.next_heartbeat = time.time(), time.monotonic() + self.heartbeat_seconds
@@ -193,7 +192,7 @@ class Worker:
                 self._sleep()
         finally:
             self._stop()
-        return self.exit_code
+        return EXIT_GAVE_UP if self.faults.gave_up else self.exit_code
 
     def _register(self) -> bool:
         """Register this worker and apply the settings' queues and schedules (idempotent)."""
@@ -242,6 +241,8 @@ class Worker:
 
     def _should_exit(self, claimed: int | None) -> bool:
         idle = not self.running and not self.outbox and self.writing is None and not self.finished
+        if self.faults.gave_up:  # what it holds is left to lease expiry (docs/worker.md#stopping)
+            return True
         if self.stopping:
             if idle:
                 return True
@@ -253,7 +254,7 @@ class Worker:
             self.recycling = True  # the jobs handed over, prefetched ones too, still run
             self.request_stop()
             return idle
-        return self.options.burst and claimed == 0 and idle and self.fault_backoff == 0
+        return self.options.burst and claimed == 0 and idle and self.faults.calls.seconds == 0
 
     def _stop(self) -> None:
         if self.hints is not None:
@@ -271,11 +272,13 @@ class Worker:
         except DatabaseError as exc:
             logger.warning("Could not remove worker row %s: %s", self.worker_id, exc)
         self.executor.shutdown()
+        held = len(self.running)
+        left = "left to lease expiry" if self.faults.gave_up else "given back (due again now)"
         logger.info(
             "Worker %s stopped after %d job(s)%s",
             self.worker_id,
             self.completed_jobs,
-            f"; {len(self.running)} still running were given back (due again now)" if self.running else "",
+            f"; {held} still running were {left}" if held else "",
         )
 
     def _give_back_prefetched(self) -> None:
@@ -330,15 +333,13 @@ class Worker:
         try:
             result = call()
         except (DatabaseError, InterfaceError) as exc:
-            self.fault_backoff = min(max(self.fault_backoff * 2, 0.5), MAX_FAULT_BACKOFF_SECONDS)
-            logger.warning(
-                "Database fault (%s: %s); retrying in %.1f s", type(exc).__name__, exc, self.fault_backoff
-            )
             connections[self.using].close()
-            self.wakeup.wait(self.fault_backoff)
-            self.wakeup.clear()
+            wait = self.faults.failed(self.faults.calls, exc)
+            if wait is not None:  # (None: the worker gives up, see ``faults``)
+                self.wakeup.wait(wait)
+                self.wakeup.clear()
             return None
-        self.fault_backoff = 0.0
+        self.faults.calls.succeeded()
         return result
 
     # --- Batching ------------------------------------------------------------------------------
@@ -484,20 +485,13 @@ class Worker:
         self.writing = None
         if done.error is None:
             assert done.results is not None
-            self.write_backoff = 0.0
+            self.faults.writes.succeeded()
             self._landed(done.batch, done.results)
             return
         if not isinstance(done.error, DatabaseError | InterfaceError):
             raise done.error  # a bug, not a fault: the same as a failed inline write
-        self.write_backoff = min(max(self.write_backoff * 2, 0.5), MAX_FAULT_BACKOFF_SECONDS)
-        self.write_not_before = time.monotonic() + self.write_backoff
-        logger.warning(
-            "Database fault writing %d outcome(s) (%s: %s); retrying in %.1f s",
-            len(done.batch),
-            type(done.error).__name__,
-            done.error,
-            self.write_backoff,
-        )
+        wait = self.faults.failed(self.faults.writes, done.error, f" writing {len(done.batch)} outcome(s)")
+        self.write_not_before = time.monotonic() + (wait or 0.0)
         if not self.outbox:
             self.outbox_since = time.monotonic()
         self.outbox = done.batch + self.outbox

@@ -4,7 +4,8 @@ On Linux each child is forked from the supervisor after Django has started, so i
 once instead of importing and configuring Django again, and shares the loaded code copy-on-write.
 Elsewhere (no safe ``fork``) each child is this same command without ``--processes``. The first
 SIGTERM/SIGINT is passed on to every child (each drains for its ``--shutdown-timeout``); a second
-one kills them and exits 1.
+one kills them and exits 1. A child that gave up on the database (``faults.EXIT_GAVE_UP``) is not
+restarted, and the supervisor then exits with that status once every child has exited.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Protocol
+
+from .faults import EXIT_GAVE_UP
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -121,6 +124,7 @@ class Supervisor:
         self.crashes: dict[int, int] = {}
         self.stopping = False
         self.signals = 0
+        self.gave_up = False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals += 1
@@ -141,6 +145,10 @@ class Supervisor:
             return
         if code == 0 and not self.restart_clean_exits:
             logger.info("Worker process %d (pid %d) finished", slot, child.pid)
+            return
+        if code == EXIT_GAVE_UP:  # the database kept failing: a fresh process would meet the same
+            self.gave_up = True
+            logger.error("Worker process %d (pid %d) gave up on the database; not restarted", slot, child.pid)
             return
         ran = time.monotonic() - started
         crashes = 0 if code == 0 or ran >= HEALTHY_RUN_SECONDS else self.crashes.get(slot, 0) + 1
@@ -171,7 +179,7 @@ class Supervisor:
                 if at <= now and not self.stopping:
                     del self.restart_at[slot]
                     self._spawn(slot)
-        return 1 if self.signals > 1 else 0
+        return 1 if self.signals > 1 else EXIT_GAVE_UP if self.gave_up else 0
 
 
 def child_command(orig_argv: Sequence[str]) -> list[str]:

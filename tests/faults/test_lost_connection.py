@@ -139,3 +139,22 @@ def test_a_worker_started_while_the_database_refuses_connections_waits_for_it(wo
     assert WorkerNode.objects.count() == 1
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(20) == 0
+
+
+def test_a_worker_gives_up_on_a_database_that_keeps_refusing_and_exits_4(workers):
+    """``--burst`` under cron must end: once its faults have lasted ``--give-up-after`` seconds it
+    exits 4 (60 s by default under ``--burst``; a long-running worker waits unless given one), and a
+    supervisor does not restart a child that gave up."""
+    allow_connections(False)
+    try:
+        burst = workers.run("--burst", "--queues", "default", "--give-up-after", "1")
+        long_running = workers.run("--queues", "default", "--give-up-after", "1")
+        supervised = workers.run("--burst", "--processes", "2", "--queues", "default", "--give-up-after", "1")
+    finally:
+        allow_connections(True)
+    for finished in (burst, long_running, supervised):
+        assert finished.returncode == 4, finished.stderr
+        assert "Database fault (OperationalError" in finished.stderr
+        assert "gives up, exit status 4" in finished.stderr
+    assert supervised.stderr.count("gave up on the database; not restarted") == 2
+    assert not WorkerNode.objects.exists()

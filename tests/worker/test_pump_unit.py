@@ -116,7 +116,7 @@ def test_a_failed_outcome_write_goes_back_to_the_front_of_the_outbox(worker: Wor
     worker._take_written(WriteDone([first, second], None, OperationalError("server closed the connection")))
     assert worker.writing is None
     assert worker.outbox == [first, second, later]
-    assert worker.write_backoff == 0.5
+    assert worker.faults.writes.seconds == 0.5
     assert not worker._flush_due()  # it waits out the backoff before writing again
     worker.write_not_before = 0.0
     worker.running.clear()
@@ -125,12 +125,63 @@ def test_a_failed_outcome_write_goes_back_to_the_front_of_the_outbox(worker: Wor
 
 def test_a_successful_write_resets_the_backoff(worker: Worker) -> None:
     batch = [_finished()]
-    worker.write_backoff = 4.0
+    worker.faults.writes.failed(time.monotonic())
     worker.writing = batch
     worker._take_written(WriteDone(batch, [OutcomeResult.APPLIED], None))
     assert worker.writing is None
-    assert worker.write_backoff == 0.0
+    assert worker.faults.writes.seconds == 0.0
+    assert worker.faults.writes.since is None
     assert worker.outbox == []
+
+
+class _Waits:
+    """Stands in for the pump's wake-up event: records the waits instead of sleeping through them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        return True
+
+    def clear(self) -> None:
+        pass
+
+    def set(self) -> None:
+        pass
+
+
+def _fail() -> None:
+    raise OperationalError("connection refused")
+
+
+def test_a_burst_worker_whose_faults_last_too_long_gives_up_at_once() -> None:
+    worker = Worker(
+        WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4, burst=True, give_up_after=0)
+    )
+    try:
+        waits = worker.wakeup = _Waits()  # type: ignore[assignment]
+        assert worker._guarded(_fail) is None
+        assert worker.faults.gave_up
+        assert waits.waits == []  # it does not back off: nothing more will be tried
+        assert worker._should_exit(None)
+        batch = [_finished()]  # an outcome batch that then fails is kept, left to lease expiry
+        worker.writing = batch
+        worker._take_written(WriteDone(batch, None, OperationalError("connection refused")))
+        assert worker.outbox == batch
+    finally:
+        worker.executor.shutdown()
+
+
+def test_a_worker_without_a_limit_backs_off_and_keeps_trying(worker: Worker) -> None:
+    waits = worker.wakeup = _Waits()  # type: ignore[assignment]
+    for _ in range(3):
+        assert worker._guarded(_fail) is None
+    assert waits.waits == [0.5, 1.0, 2.0]
+    assert not worker.faults.gave_up
+    assert not worker._should_exit(None)
+    assert worker._guarded(lambda: 7) == 7
+    assert worker.faults.calls.seconds == 0.0
 
 
 def test_an_error_that_is_not_a_database_fault_is_raised_in_the_pump(worker: Worker) -> None:

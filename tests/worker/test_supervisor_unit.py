@@ -50,6 +50,26 @@ def test_spawned_children_run_the_command_with_their_slot(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slot-0", "slot-1"]
 
 
+def test_a_child_that_gave_up_on_the_database_is_not_restarted_and_the_supervisor_exits_4(
+    tmp_path: Path,
+) -> None:
+    """Not even by a long-running supervisor, which restarts children that exit: a fresh child
+    would meet the same database."""
+    script = (
+        "import os, pathlib, sys; slot = os.environ['BACKWAVE_WORKER_SLOT']\n"
+        "pathlib.Path(f'ran-{slot}-{os.getpid()}').touch(); sys.exit(4)"
+    )
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert (
+            Supervisor(spawn_command([sys.executable, "-c", script]), 2, restart_clean_exits=True).run() == 4
+        )
+    finally:
+        os.chdir(old)
+    assert sorted(p.name.split("-")[1] for p in tmp_path.iterdir()) == ["0", "1"]
+
+
 def test_forked_children_run_in_their_own_process_and_one_that_raises_is_restarted(tmp_path: Path) -> None:
     result = _run_python(
         """

@@ -77,6 +77,13 @@ class Command(BaseCommand):
             help="Run N worker processes under a supervisor that restarts a crashed child.",
         )
         parser.add_argument("--burst", action="store_true", help="Process everything due now, then exit 0.")
+        parser.add_argument(
+            "--give-up-after",
+            type=_seconds,
+            metavar="S",
+            help="Exit with status 4 once database calls have failed for S seconds in a row "
+            "(default: 60 with --burst; without it, never: the worker waits for the database).",
+        )
         parser.add_argument("--max-jobs", type=_positive_int, help="Exit after N jobs (process recycling).")
         parser.add_argument(
             "--name", help="Worker name prefix; worker ids are {name or host}:{pid}:{random}."
@@ -151,6 +158,7 @@ class Command(BaseCommand):
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 shutdown_timeout=options["shutdown_timeout"],
+                give_up_after=options["give_up_after"],
                 metrics=endpoint.metrics if endpoint is not None else None,
             ),
             settings,
