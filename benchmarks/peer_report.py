@@ -68,9 +68,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
     queues, ratios = peers["queues"], peers["ratios"]
     names = columns(peers)
     enqueue = results.get("enqueue") if "error" not in results.get("enqueue", {"error": 1}) else None
-    processing = (
-        results.get("processing") if "error" not in results.get("processing", {"error": 1}) else None
-    )
+    processing = results.get("processing") if "error" not in results.get("processing", {"error": 1}) else None
     table: list[dict[str, str]] = []
 
     def add(measurement: str, path: tuple[str, ...], raw: str, ratio_key: str) -> None:
@@ -199,3 +197,45 @@ def targets(results: dict[str, Any]) -> str:
         verdict = "—" if not isinstance(ratio, int | float) else "PASS" if ratio >= minimum else "MISS"
         verdicts.append(f"{label} {_times(ratio)} (≥ {minimum:.0%}) {verdict}")
     return f"Against the targets (backwave_django over {TARGET_PEER}): " + "; ".join(verdicts)
+
+
+def needs(results: dict[str, Any]) -> list[str]:
+    """For each processing target the run missed, what meeting it would have taken. Twice
+    PgQueuer's rate from spawn is the n jobs done within so many seconds of spawn; less
+    backwave_django's start-up (spawn to its first job done), what is left asks for a steady rate,
+    set here beside backwave_django's own and the raw claim-32 loop's of the same run
+    (docs/performance.md, "Against the targets")."""
+    peers = results["peers"]
+    ratios = peers["ratios"].get(TARGET_PEER, {})
+    theirs = peers["queues"].get(TARGET_PEER, {}).get("processing", {})
+    ours = peers["queues"].get("backwave_django", {}).get("processing", {})
+    processing = results.get("processing") or {}
+    minimums = {key: minimum for key, _, minimum in TARGETS}
+    lines = []
+    for key in peers["settings"]:
+        ratio, minimum = ratios.get(f"{key}_from_spawn"), minimums[f"{key}_from_spawn"]
+        peer, mine = theirs.get(key, {}), ours.get(key, {})
+        figures = (peer.get("rate"), mine.get("first_done_after_s"), mine.get("steady_rate"))
+        if not isinstance(ratio, int | float) or ratio >= minimum:
+            continue
+        if not all(isinstance(figure, int | float) for figure in figures):
+            continue
+        peer_rate, start, steady = figures
+        within = peers["n"] / (minimum * peer_rate)
+        line = (
+            f"{SETTING_LABELS.get(key, key)}: {minimum:.0f} times {TARGET_PEER}'s {_jobs(peer_rate)} "
+            f"from spawn is {peers['n']:,} jobs in {within:.2f} s; "
+        )
+        if within <= start:
+            lines.append(line + f"backwave_django's first job alone took {start:.2f} s after spawn")
+            continue
+        need = peers["n"] / (within - start)
+        line += (
+            f"after backwave_django's {start:.2f} s to its first job that needs {_jobs(need)} in steady "
+            f"state, {need / steady:.0%} of its own steady rate ({_jobs(steady)})"
+        )
+        raw = processing.get(f"raw_batch_{key.rsplit('_p', 1)[1]}", {}).get("steady_rate")
+        if isinstance(raw, int | float):
+            line += f" and {need / raw:.0%} of the raw claim-32 loop's ({_jobs(raw)})"
+        lines.append(line)
+    return lines

@@ -619,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         side_by_side = peer_report.rows(results)
         env["peers_details"] = peer_report.details(results)
         env["peers_targets"] = peer_report.targets(results)
+        env["peers_needs"] = peer_report.needs(results)
     notes = footnotes(results)
     env["total_runtime_s"] = total
     env["step_runtime_s"] = timings
@@ -661,6 +662,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {line}")
         print()
         print(env["peers_targets"])
+        if env["peers_needs"]:
+            print()
+            print("What the missed processing targets needed in this run:")
+            for line in env["peers_needs"]:
+                print(f"- {line}")
     print()
     for line in details(results):
         print(f"- {line}")

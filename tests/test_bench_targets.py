@@ -56,3 +56,43 @@ def test_without_pgqueuer_there_is_no_verdict_and_the_line_says_why() -> None:
     left_out = results({})
     del left_out["peers"]["queues"]["pgqueuer"]
     assert peer_report.targets(left_out) == "Against the targets: no verdicts, pgqueuer not run"
+
+
+def _processing(rate: float, first: float | None = None, steady: float | None = None) -> dict[str, Any]:
+    return {"rate": rate, "first_done_after_s": first, "steady_rate": steady}
+
+
+def test_a_missed_processing_target_says_what_steady_rate_it_needed() -> None:
+    report = results({"c10_p1_from_spawn": 2.5, "default_p1_from_spawn": 1.5, "default_p2_from_spawn": 1.4})
+    report["peers"]["n"] = 10_000
+    report["peers"]["settings"] = ["c10_p1", "default_p1", "default_p2"]
+    report["peers"]["queues"]["pgqueuer"]["processing"] = {
+        "c10_p1": _processing(2_000.0),
+        "default_p1": _processing(4_000.0),  # twice: 10,000 jobs in 1.25 s
+        "default_p2": _processing(6_000.0),  # twice: 10,000 jobs in 0.83 s
+    }
+    report["peers"]["queues"]["backwave_django"]["processing"] = {
+        "c10_p1": _processing(5_000.0, 0.4, 7_000.0),  # met: no line
+        "default_p1": _processing(6_000.0, 0.25, 8_000.0),  # 1.0 s left: 10,000 jobs/s
+        "default_p2": _processing(8_400.0, 0.9, 12_000.0),  # its start-up alone is past 0.83 s
+    }
+    report["processing"] = {"raw_batch_1": {"steady_rate": 20_000.0}, "raw_batch_2": {"error": "boom"}}
+    assert peer_report.needs(report) == [
+        "1 process, default concurrency: 2 times pgqueuer's 4,000 jobs/s from spawn is 10,000 jobs in "
+        "1.25 s; after backwave_django's 0.25 s to its first job that needs 10,000 jobs/s in steady "
+        "state, 125% of its own steady rate (8,000 jobs/s) and 50% of the raw claim-32 loop's "
+        "(20,000 jobs/s)",
+        "2 processes, default concurrency: 2 times pgqueuer's 6,000 jobs/s from spawn is 10,000 jobs in "
+        "0.83 s; backwave_django's first job alone took 0.90 s after spawn",
+    ]
+
+
+def test_without_the_figures_no_need_is_worked_out() -> None:
+    report = results({"default_p1_from_spawn": 1.5})
+    report["peers"]["n"] = 10_000
+    report["peers"]["settings"] = ["default_p1"]
+    report["peers"]["queues"]["pgqueuer"]["processing"] = {"default_p1": _processing(4_000.0)}
+    report["peers"]["queues"]["backwave_django"]["processing"] = {"default_p1": {"error": "exit 1"}}
+    assert peer_report.needs(report) == []
+    del report["peers"]["queues"]["pgqueuer"]
+    assert peer_report.needs(report) == []
