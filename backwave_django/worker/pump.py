@@ -241,7 +241,7 @@ class Worker:
 
     def _should_exit(self, claimed: int | None) -> bool:
         idle = not self.running and not self.outbox and self.writing is None and not self.finished
-        if self.faults.gave_up:  # what it holds is left to lease expiry (docs/worker.md#stopping)
+        if self.faults.gave_up:  # its leases are left to expire (docs/worker.md#when-the-database-goes-away)
             return True
         if self.stopping:
             if idle:
