@@ -5,13 +5,16 @@ once instead of importing and configuring Django again, and shares the loaded co
 Elsewhere (no safe ``fork``) each child is this same command without ``--processes``. The first
 SIGTERM/SIGINT is passed on to every child (each drains for its ``--shutdown-timeout``); a second
 one kills them and exits 1. A child that gave up on the database (``faults.EXIT_GAVE_UP``) is not
-restarted, and the supervisor then exits with that status once every child has exited.
+restarted, and the supervisor then exits with that status once every child has exited. Between
+events the supervisor sleeps until a child exits or a signal arrives (:class:`ChildExits`): it
+does not poll.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +30,10 @@ logger = logging.getLogger("backwave_django.worker")
 RESTART_BACKOFF_SECONDS = (1.0, 2.0, 5.0, 10.0)
 #: A child that ran at least this long before crashing restarts without backoff.
 HEALTHY_RUN_SECONDS = 60.0
+#: The longest the supervisor sleeps between two looks at its children when their exits wake it.
+LONGEST_SLEEP_SECONDS = 5.0
+#: How often it looks where nothing can wake it (no ``SIGCHLD``, or not on the main thread).
+POLL_SECONDS = 0.1
 
 
 class Child(Protocol):
@@ -72,6 +79,7 @@ def _child_main(run: Callable[[], int], slot: int) -> int:  # pragma: no cover (
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        ChildExits.forget_in_child()
         os.environ["BACKWAVE_WORKER_SLOT"] = str(slot)
         code = run()
     except SystemExit as exc:
@@ -83,6 +91,85 @@ def _child_main(run: Callable[[], int], slot: int) -> int:  # pragma: no cover (
         sys.stderr.flush()
         logging.shutdown()
     return code
+
+
+class ChildExits:
+    """The supervisor's sleep, which a child's exit or any signal ends at once.
+
+    On POSIX, ``SIGCHLD`` gets a handler that does nothing, and Python's wakeup fd (to which the
+    interpreter writes a byte for every signal that has a Python handler: ``SIGCHLD``, and the
+    supervisor's ``SIGTERM`` and ``SIGINT``) is a pipe that :meth:`wait` selects on. A child that
+    exits while the supervisor is busy leaves its byte in the pipe, so no exit is missed between
+    two looks. Where that cannot be set up (no ``SIGCHLD``, or not on the main thread), :meth:`wait`
+    sleeps :data:`POLL_SECONDS` at most. Use it as a context manager; leaving restores the handler
+    and the wakeup fd it replaced.
+    """
+
+    #: The pipe of the one in use in this process, which a forked child closes.
+    _open: tuple[int, int] | None = None
+
+    def __init__(self) -> None:
+        self._pipe: tuple[int, int] | None = None
+        self._previous_fd = -1
+        self._previous_handler: signal.Handlers | Callable[[int, FrameType | None], object] | int | None = (
+            None
+        )
+
+    def __enter__(self) -> ChildExits:
+        sigchld = getattr(signal, "SIGCHLD", None)
+        if sigchld is None:
+            return self
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        try:
+            self._previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            os.close(read)
+            os.close(write)
+            return self
+        self._previous_handler = signal.signal(sigchld, _ignore_signal)
+        self._pipe = ChildExits._open = (read, write)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pipe is None:
+            return
+        previous = self._previous_handler
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL if previous is None else previous)
+        signal.set_wakeup_fd(self._previous_fd)
+        for fd in self._pipe:
+            os.close(fd)
+        self._pipe = ChildExits._open = None
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, less if a child exits or a signal arrives."""
+        if self._pipe is None:
+            time.sleep(max(min(timeout, POLL_SECONDS), 0.0))
+            return
+        read = self._pipe[0]
+        ready, _, _ = select.select([read], [], [], max(min(timeout, LONGEST_SLEEP_SECONDS), 0.0))
+        if ready:
+            try:
+                while os.read(read, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    @classmethod
+    def forget_in_child(cls) -> None:
+        """In a forked child: drop the supervisor's handler, wakeup fd and pipe."""
+        if cls._open is None:
+            return
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        for fd in cls._open:
+            os.close(fd)
+        cls._open = None
+
+
+def _ignore_signal(signum: int, frame: FrameType | None) -> None:
+    """The ``SIGCHLD`` handler: its only use is the byte the interpreter writes to the wakeup fd."""
 
 
 def can_fork() -> bool:
@@ -166,19 +253,22 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         logger.info("Supervisor (pid %d) running %d worker processes", os.getpid(), self.processes)
-        for slot in range(self.processes):
-            self._spawn(slot)
-        while self.children or self.restart_at:
-            time.sleep(0.1)
-            for slot, (child, started) in list(self.children.items()):
-                code = child.poll()
-                if code is not None:
-                    self._reap(slot, child, started, code)
-            now = time.monotonic()
-            for slot, at in list(self.restart_at.items()):
-                if at <= now and not self.stopping:
-                    del self.restart_at[slot]
-                    self._spawn(slot)
+        with ChildExits() as exits:
+            for slot in range(self.processes):
+                self._spawn(slot)
+            while True:
+                for slot, (child, started) in list(self.children.items()):
+                    code = child.poll()
+                    if code is not None:
+                        self._reap(slot, child, started, code)
+                now = time.monotonic()
+                for slot, at in list(self.restart_at.items()):
+                    if at <= now and not self.stopping:
+                        del self.restart_at[slot]
+                        self._spawn(slot)
+                if not (self.children or self.restart_at):
+                    break
+                exits.wait(min((at - now for at in self.restart_at.values()), default=LONGEST_SLEEP_SECONDS))
         return 1 if self.signals > 1 else EXIT_GAVE_UP if self.gave_up else 0
 
 
