@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db import connections
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from ..conf import get_settings
@@ -105,20 +106,29 @@ def record_purge(*, actor: str, summary: str, now: datetime) -> None:
 def register_worker(
     *, worker_id: str, hostname: str, pid: int, queues: Sequence[str], concurrency: int, now: datetime
 ) -> None:
-    """Record a running worker process for the console."""
+    """Record a running worker process for the console (a row already there under its id, from a
+    start that failed half-way, is overwritten): one statement, an upsert."""
     require_worker_id(worker_id)
     require_aware("now", now)
-    WorkerNode.objects.using(jobs_database()).update_or_create(
+    using = jobs_database()
+    row = WorkerNode(
         worker_id=worker_id,
-        defaults={
-            "hostname": hostname,
-            "pid": pid,
-            "queues": list(queues),
-            "concurrency": concurrency,
-            "started_at": now,
-            "last_seen_at": now,
-        },
+        hostname=hostname,
+        pid=pid,
+        queues=list(queues),
+        concurrency=concurrency,
+        started_at=now,
+        last_seen_at=now,
     )
+    # MySQL and MariaDB name no conflict target: their upsert is on any unique key.
+    target = ["worker_id"] if connections[using].features.supports_update_conflicts_with_target else None
+    WorkerNode.objects.using(using).bulk_create(
+        [row], update_conflicts=True, unique_fields=target, update_fields=_WORKER_FIELDS
+    )
+
+
+#: What registering writes over a row already there under the same worker id.
+_WORKER_FIELDS = ["hostname", "pid", "queues", "concurrency", "started_at", "last_seen_at"]
 
 
 def touch_worker(worker_id: str, *, now: datetime) -> None:
