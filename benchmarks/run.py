@@ -175,6 +175,7 @@ def environment(conn: Any, args: argparse.Namespace) -> dict[str, Any]:
         "psycopg": psycopg.__version__,
         "prepare_threshold": _prepare_threshold(settings.DATABASES["default"]),
         "history": str(settings.BACKWAVE.get("HISTORY")),
+        "max_claim_batch": settings.BACKWAVE.get("MAX_CLAIM_BATCH"),
         "args": {k: v for k, v in vars(args).items() if k != "selected"},
         "selected": args.selected,
     }
@@ -454,7 +455,7 @@ def heading(env: dict[str, Any]) -> str:
         f"PostgreSQL {pg['server_version']} on loopback (synchronous_commit={pg['synchronous_commit']}, "
         f"autovacuum={pg.get('autovacuum')}), "
         f"worker prepare_threshold={env.get('prepare_threshold')} (raw baselines: psycopg's default, 5), "
-        f"HISTORY={env.get('history')}"
+        f"HISTORY={env.get('history')}, MAX_CLAIM_BATCH={env.get('max_claim_batch')}"
     )
 
 

@@ -48,6 +48,9 @@ BACKWAVE = {
     "MAX_PARENTS_PER_JOB": 1000,
     # The transition log, on by default; BACKWAVE_BENCH_HISTORY=OFF measures what it costs.
     "HISTORY": os.environ.get("BACKWAVE_BENCH_HISTORY", "TRANSITIONS_AND_FAILURE_DETAIL"),
+    # The contract's 32 unless BACKWAVE_BENCH_MAX_CLAIM_BATCH measures another ("Tuning" in
+    # docs/performance.md).
+    "MAX_CLAIM_BATCH": int(os.environ.get("BACKWAVE_BENCH_MAX_CLAIM_BATCH", "32")),
 }
 
 # Quiet by default. The harness raises the worker subprocesses to INFO (one line per worker start
