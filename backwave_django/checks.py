@@ -2,7 +2,8 @@
 
 Every id is listed, with its fix, in docs/settings.md ("System checks"). The checks that need a
 database connection are tagged ``database``: Django runs them for ``manage.py check --database
-default`` and before ``migrate``, and ``backwave_worker`` runs them when it starts.
+default`` and before ``migrate``, and ``backwave_worker`` runs them when it starts, along with the
+deployment checks tagged ``WORKER_TAG`` (also run by ``manage.py check --deploy``).
 """
 
 from __future__ import annotations
@@ -331,7 +332,13 @@ def running_python() -> tuple[str, tuple[int, int, int]]:
     return sys.implementation.name, (major, minor, micro)
 
 
-@register()
+#: The tag of the checks about the process that runs handlers: ``backwave_worker`` runs them when
+#: it starts, and so does ``manage.py check --deploy`` (they are deployment checks), but not every
+#: command (the operator CLI, ``runserver``, ``migrate``), which runs no handler.
+WORKER_TAG = "backwave_worker"
+
+
+@register(WORKER_TAG, deploy=True)
 def check_python(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:

@@ -215,14 +215,14 @@ def test_invalid_settings_are_reported_as_their_check_id_not_a_traceback(backwav
 def _backwave_checks():
     from django.core.checks import registry
 
-    return [check for check in registry.registry.get_checks() if check.__module__.startswith("backwave_django")]
+    return [check for check in registry.registry.get_checks(include_deployment_checks=True) if check.__module__.startswith("backwave_django")]
 
 
 @pytest.mark.django_db
 def test_every_check_survives_invalid_settings(backwave_settings):
     backwave_settings(MAX_PAYLOAD_BYTE=1024, CONCURRENCY="many", LISTEN_DATABASE="")
     found = [message.id for check in _backwave_checks() for message in check(databases=[jobs_database()])]
-    assert set(found) - {"backwave.W006"} == {"backwave.E001"}
+    assert set(found) - {"backwave.W006"} == {"backwave.E001"}  # W006 is about the interpreter
 
 
 def test_the_database_checks_open_no_connection_without_databases():
@@ -257,6 +257,15 @@ def test_an_interpreter_that_can_skip_a_handlers_finally_is_warned_about(monkeyp
     if warned:
         assert messages[0].msg.startswith(f"CPython {'.'.join(map(str, version))} can skip a sync handler's except")
         assert "Run the workers on another interpreter" in str(messages[0].hint)
+
+
+def test_the_interpreter_warning_is_a_deployment_check_not_printed_by_every_command(monkeypatch):
+    monkeypatch.setattr(checks, "running_python", lambda: ("cpython", (3, 13, 0)))
+    printed = io.StringIO()
+    call_command("check", stderr=printed)  # every command runs these (the CLI, runserver, …)
+    assert "backwave.W006" not in printed.getvalue()
+    call_command("check", "--deploy", stderr=printed)
+    assert "backwave.W006" in printed.getvalue()
 
 
 @pytest.mark.django_db(transaction=True)
