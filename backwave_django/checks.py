@@ -2,13 +2,15 @@
 
 Every id is listed, with its fix, in docs/settings.md ("System checks"). The checks that need a
 database connection are tagged ``database``: Django runs them for ``manage.py check --database
-default`` and before ``migrate``, and ``backwave_worker`` runs them when it starts.
+default`` and before ``migrate``, and ``backwave_worker`` runs them when it starts, along with the
+deployment checks tagged ``WORKER_TAG`` (also run by ``manage.py check --deploy``).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +28,13 @@ SETTINGS_HINT = "See the settings reference in docs/settings.md."
 #: The first server versions with ``SELECT … FOR UPDATE SKIP LOCKED``.
 MARIADB_SKIP_LOCKED = (10, 6)
 MYSQL_SKIP_LOCKED = (8, 0, 1)
+
+#: CPython releases on which an exception raised into a thread (how a sync handler gets its
+#: ``JobTimeout``) can skip the ``except`` and ``finally`` of the ``try`` a loop runs in: from the
+#: first affected release up to, not including, the first one known to be right. Checked on 3.13.0
+#: (affected) and 3.12.1 (not); no later 3.13 release was at hand to tell where it stops, so every
+#: 3.13 release is warned about. See docs/jobs.md, "Timeouts".
+ASYNC_EXCEPTION_SKIPS_TRY = ((3, 13, 0), (3, 14, 0))
 
 _UNKNOWN_TOP_LEVEL_KEY = re.compile(r"^BACKWAVE has an unknown key '(?P<key>[^']*)'\.$")
 
@@ -120,12 +129,14 @@ def check_database(
 ) -> list[CheckMessage]:
     """``backwave.E003``, ``W001``, ``W002``: can the jobs' database claim jobs safely?
 
-    Runs when the jobs' alias is among ``databases`` (Django passes the aliases it was asked to
-    check); called directly with none, it checks the jobs' database.
+    Runs only when the jobs' alias is among ``databases``: Django passes the aliases it was asked
+    to check (``manage.py check --database default``, ``migrate``, the worker's start), and none on
+    a plain ``manage.py check``, where its own database checks say nothing either (reading a
+    MariaDB's version opens a connection).
     """
     alias = jobs_database()
-    if databases is not None and alias not in databases:
-        return []
+    if databases is None or alias not in databases or check_database_aliases():
+        return []  # not asked about this database, or an alias to be fixed first (E006)
     connection = connections[alias]
     options: Mapping[str, Any] = connection.settings_dict.get("OPTIONS") or {}
     messages: list[CheckMessage] = []
@@ -267,11 +278,18 @@ def check_pooler(
     app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
     """``backwave.W003``, ``W004``: what breaks when a pooler in transaction mode sits in front of
-    the jobs' PostgreSQL (see ``poolers``). Silent when it cannot connect to tell."""
+    the jobs' PostgreSQL (see ``poolers``). Silent when it cannot connect to tell.
+
+    Like Django's own database checks, it connects only when asked about the jobs' alias (a plain
+    ``manage.py check`` passes no ``databases``), and only once the settings are valid (E001) and
+    name existing aliases (E006).
+    """
     from .poolers import behind_pooler, session_state_options
 
+    if settings_errors():
+        return []  # reported by check_settings
     alias = jobs_database()
-    if (databases is not None and alias not in databases) or check_database_aliases():
+    if databases is None or alias not in databases or check_database_aliases():
         return []  # not asked about this database, or an alias to be fixed first (E006)
     from .database import listen_database
 
@@ -306,6 +324,43 @@ def check_pooler(
             for problem in session_state_options(connections[alias].settings_dict)
         )
     return messages
+
+
+def running_python() -> tuple[str, tuple[int, int, int]]:
+    """The interpreter this process runs on: its implementation (``cpython``) and version."""
+    major, minor, micro = sys.version_info[:3]
+    return sys.implementation.name, (major, minor, micro)
+
+
+#: The tag of the checks about the process that runs handlers: ``backwave_worker`` runs them when
+#: it starts, and so does ``manage.py check --deploy`` (they are deployment checks), but not every
+#: command (the operator CLI, ``runserver``, ``migrate``), which runs no handler.
+WORKER_TAG = "backwave_worker"
+
+
+@register(WORKER_TAG, deploy=True)
+def check_python(
+    app_configs: Sequence[AppConfig] | None = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """``backwave.W006``: an interpreter on which a sync handler's ``JobTimeout`` can skip the
+    ``except`` / ``finally`` of the ``try`` its loop runs in (``ASYNC_EXCEPTION_SKIPS_TRY``)."""
+    implementation, version = running_python()
+    first, fixed = ASYNC_EXCEPTION_SKIPS_TRY
+    if implementation != "cpython" or not first <= version < fixed:
+        return []
+    return [
+        Warning(
+            f"CPython {_dotted(version)} can skip a sync handler's except and finally blocks (and "
+            "a with block's __exit__) when its JobTimeout lands in a while loop directly inside "
+            "them: the interpreter raises it at the loop's backward jump, which the try does not "
+            "cover. The timeout is still recorded, but the handler's cleanup may not run.",
+            hint="Run the workers on another interpreter (CPython 3.12 was checked; docs/jobs.md, "
+            '"Timeouts", shows how to check yours), or move such a loop into a function called '
+            "from inside the try.",
+            obj="sys.version_info",
+            id="backwave.W006",
+        )
+    ]
 
 
 from .metrics import checks as _metrics_checks  # noqa: E402, F401  (registers backwave.W005)

@@ -40,19 +40,30 @@ class OutputTooLarge(ValueError):
 # --- What a handler raises to decide its own outcome ------------------------------------------------
 
 
+#: The longest delay a ``Snooze`` takes: a hundred years. Anything longer is a mistake, and far
+#: enough beyond it the due time no longer fits a ``datetime``.
+MAX_SNOOZE_DELAY = timedelta(days=36_500)
+
+
 class Snooze(Exception):
     """Raise from a handler to run the job again after ``delay``, without spending an attempt.
 
     The attempt ends Scheduled at ``now + delay``; it does not count toward ``max_attempts`` and
-    records no failure detail. ``delay`` is a ``timedelta`` or seconds (>= 0).
+    records no failure detail. ``delay`` is a ``timedelta`` or seconds, from 0 to
+    ``MAX_SNOOZE_DELAY``; anything else (negative, NaN, infinite) is refused here, when raised.
     """
 
     def __init__(self, delay: timedelta | float | int) -> None:
         if isinstance(delay, bool) or not isinstance(delay, int | float | timedelta):
             raise TypeError(f"Snooze delay must be a timedelta or seconds, got {delay!r}")
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+        # ``not 0 <= seconds`` is also true of NaN; infinity is past the maximum.
+        if not 0 <= seconds <= MAX_SNOOZE_DELAY.total_seconds():
+            raise ValueError(
+                f"Snooze delay must be a timedelta or a finite number of seconds from 0 to "
+                f"{MAX_SNOOZE_DELAY.total_seconds():,.0f} ({MAX_SNOOZE_DELAY.days:,} days), got {delay!r}"
+            )
         interval = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-        if interval < timedelta(0):
-            raise ValueError(f"Snooze delay must not be negative, got {delay!r}")
         super().__init__(f"snoozed for {interval.total_seconds():g}s")
         self.delay = interval
 

@@ -41,7 +41,7 @@ except ImportError as exc:  # Django < 6.0 has no django.tasks
         f"{django.get_version()}). Declare jobs with backwave_django.job instead, or upgrade Django."
     ) from exc
 
-from . import registry
+from . import clock, registry
 from .conf import get_settings
 from .context import JobContext
 from .core.outcomes import Outcome, outcome_effect
@@ -273,7 +273,8 @@ class _TaskAttempt:
         state = outcome_effect(outcome).state
         object.__setattr__(result, "status", STATUS_OF_STATE[state])
         if state.is_terminal:
-            object.__setattr__(result, "finished_at", timezone.now())
+            # The worker's clock (the harness's virtual one in tests), as the job's terminal_at.
+            object.__setattr__(result, "finished_at", clock.now())
         if failure_detail is not None:
             result.errors.append(task_error(failure_detail))
         if state is JobState.SUCCEEDED:

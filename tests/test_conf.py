@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from backwave_django import HistoryPolicy, checks, conf
 from backwave_django.conf import get_settings
+from backwave_django.database import jobs_database
 
 
 def test_defaults_match_the_documented_values():
@@ -73,7 +74,7 @@ def test_valid_settings_pass_the_checks():
 
 @pytest.mark.django_db
 def test_database_check_accepts_the_test_database():
-    assert checks.check_database() == []
+    assert checks.check_database(databases=[jobs_database()]) == []
 
 
 @pytest.mark.django_db
@@ -85,7 +86,7 @@ def test_sqlite_without_immediate_transactions_is_warned_about(settings, vendor)
     options = connection.settings_dict["OPTIONS"]
     saved = options.pop("transaction_mode")
     try:
-        assert [m.id for m in checks.check_database()] == ["backwave.W001"]
+        assert [m.id for m in checks.check_database(databases=[jobs_database()])] == ["backwave.W001"]
     finally:
         options["transaction_mode"] = saved
 

@@ -1,6 +1,7 @@
 """Prometheus metrics: job counts, outcomes, run times, latency, worker liveness, observer lag.
 
-An optional extra (``pip install 'backwave-django[prometheus]'``, which brings prometheus_client).
+An optional extra, ``prometheus``, which brings prometheus_client (from a clone of this repository:
+``pip install -e '.[prometheus]'``).
 Nothing here imports prometheus_client at module level, so importing the package costs nothing
 when the extra is not installed; :func:`require_prometheus` says clearly what is missing.
 
@@ -26,7 +27,8 @@ from django.core.exceptions import ImproperlyConfigured
 #: What to do when prometheus_client is missing.
 MISSING_MESSAGE = (
     "backwave_django's metrics need prometheus_client, which is not installed. "
-    "Install the extra: pip install 'backwave-django[prometheus]'."
+    "Install it: pip install 'prometheus_client>=0.20' (or, from a clone of this repository, "
+    "pip install -e '.[prometheus]')."
 )
 
 

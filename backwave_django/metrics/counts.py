@@ -7,9 +7,12 @@ however many scrapers ask, and cheap on a table of millions of retained rows:
   queue`` per state, each through that state's partial index (``backwave_job_claim_priority``,
   ``backwave_job_awaiting``, ``backwave_job_leased``): an index-only scan whose cost follows the
   backlog, never the retained history;
-- the ended states are not counted on PostgreSQL: the planner's row estimate for ``state = X``
-  (``EXPLAIN``, nothing executed) comes from the table statistics autovacuum keeps. Elsewhere
-  they are counted exactly (a scan of the terminal rows; see docs/operations.md, "Metrics");
+- the ended states are not counted in full on PostgreSQL: the planner's row estimate for
+  ``state = X`` (``EXPLAIN``, nothing executed) comes from the table statistics autovacuum keeps.
+  That estimate never reads below one row, so a state estimated below ``EXACT_BELOW`` rows is
+  counted instead, reading at most ``EXACT_BELOW`` index entries: no jobs reads 0, and an alert
+  on ``quarantined > 0`` means one. Elsewhere they are counted exactly (a scan of the terminal
+  rows; see docs/operations.md, "Metrics");
 - the oldest due job per queue is the dashboard's read (``monitor.queue_latency``), over the
   Scheduled partial index;
 - workers and observers are small tables; each observer's lag is one lookup through the
@@ -43,6 +46,12 @@ ENDED_STATES = (JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTERED, 
 
 #: The planner's estimate of the rows in one state (PostgreSQL; nothing is executed).
 ESTIMATE_STATE_ROWS = f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {JOBS} WHERE state = %(state)s"
+#: The rows in one state, counted up to ``limit`` (through the terminal partial index).
+COUNT_STATE_ROWS_UP_TO = (
+    f"SELECT count(*) FROM (SELECT 1 FROM {JOBS} WHERE state = %(state)s LIMIT %(limit)s) AS up_to"
+)
+#: An ended state the planner estimates below this many rows is counted (up to this many) instead.
+EXACT_BELOW = 1_000
 
 
 def state_label(state: JobState) -> str:
@@ -66,7 +75,8 @@ class Counts:
     live: tuple[tuple[str, JobState, int], ...]
     #: (state, jobs) for every ended state.
     ended: tuple[tuple[JobState, int], ...]
-    #: Whether ``ended`` holds the planner's estimates (PostgreSQL) rather than exact counts.
+    #: Whether ``ended`` may hold the planner's estimates (PostgreSQL: for the states with at
+    #: least ``EXACT_BELOW`` jobs) rather than exact counts only.
     ended_estimated: bool
     #: (queue, seconds) for every queue with a due Scheduled job.
     oldest_due: tuple[tuple[str, float], ...]
@@ -108,15 +118,24 @@ def _count_live(using: str) -> tuple[tuple[str, JobState, int], ...]:
 
 
 def _estimate_ended(using: str) -> tuple[tuple[JobState, int], ...]:
-    estimates = []
+    """Each ended state's rows: the planner's estimate, or a count when it estimates few.
+
+    A count that reaches ``EXACT_BELOW`` means the statistics are stale; it is still the closer
+    figure (the table holds at least that many), so it is the one reported.
+    """
+    readings = []
     with connections[using].cursor() as cursor:
         for state in ENDED_STATES:
             cursor.execute(ESTIMATE_STATE_ROWS, {"state": int(state)})
             (plan,) = cursor.fetchone()
             if isinstance(plan, str):
                 plan = json.loads(plan)
-            estimates.append((state, int(plan[0]["Plan"]["Plan Rows"])))
-    return tuple(estimates)
+            rows = int(plan[0]["Plan"]["Plan Rows"])
+            if rows < EXACT_BELOW:
+                cursor.execute(COUNT_STATE_ROWS_UP_TO, {"state": int(state), "limit": EXACT_BELOW})
+                (rows,) = cursor.fetchone()
+            readings.append((state, int(rows)))
+    return tuple(readings)
 
 
 def _count_ended(using: str) -> tuple[tuple[JobState, int], ...]:

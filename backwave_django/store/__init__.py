@@ -32,7 +32,14 @@ from .housekeeping import (
     unregister_worker,
 )
 from .job_inserts import Enqueued
-from .leases import expire_leases, heartbeat, record_progress, release_leases
+from .leases import (
+    ExpiredLeases,
+    expire_leases,
+    heartbeat,
+    record_progress,
+    release_leases,
+    sweep_expired_leases,
+)
 from .observers import (
     claim_observer_deliveries,
     observer_cursor,
@@ -57,6 +64,7 @@ __all__ = [
     "CANCEL_CHANNEL",
     "HINT_CHANNEL",
     "Enqueued",
+    "ExpiredLeases",
     "cancel_job",
     "check_bounds",
     "claim",
@@ -94,6 +102,7 @@ __all__ = [
     "retry_now",
     "sequence_log",
     "set_concurrency_limit",
+    "sweep_expired_leases",
     "touch_worker",
     "transition_event",
     "trigger_schedule",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -68,12 +69,33 @@ def heartbeat(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class ExpiredLeases:
+    """What one sweep of expired leases did to the jobs it disposed."""
+
+    #: Scheduled again for another attempt (the retry policy had one left).
+    redelivered: int = 0
+    #: Dead-Lettered: the lease expired on the job's last attempt.
+    dead_lettered: int = 0
+
+    @property
+    def disposed(self) -> int:
+        return self.redelivered + self.dead_lettered
+
+
 def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, max_jobs: int = 32) -> int:
+    """:func:`sweep_expired_leases`, returning how many leases were disposed."""
+    return sweep_expired_leases(now=now, queues=queues, retry=retry, max_jobs=max_jobs).disposed
+
+
+def sweep_expired_leases(
+    *, now: datetime, queues: Sequence[str], retry: RetryPolicy, max_jobs: int = 32
+) -> ExpiredLeases:
     """Dispose up to ``max_jobs`` expired leases in ``queues``: retry them, or dead-letter at the ceiling.
 
     Each job is judged by its own stored policy (``max_attempts``, ``backoff``); ``retry`` (the
     settings' ``RETRY``) stands in for what a row does not store. Concurrent sweeps skip each
-    other's rows, so each lease is disposed exactly once. Returns how many were disposed.
+    other's rows, so each lease is disposed exactly once. Returns how many went each way.
     """
     require_aware("now", now)
     served = require_queues(queues)
@@ -81,11 +103,11 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
         raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
     require_count("max_jobs", max_jobs)
     if not served or max_jobs == 0:
-        return 0
+        return ExpiredLeases()
     settings = get_settings()
     using = jobs_database()
 
-    def body() -> int:
+    def body() -> ExpiredLeases:
         rows = lock_rows(
             JobRecord.objects.using(using)
             .filter(queue__in=served, state=JobState.LEASED, lease_expiry__lte=now)
@@ -114,7 +136,7 @@ def expire_leases(*, now: datetime, queues: Sequence[str], retry: RetryPolicy, m
                 ended.append((row, JobState.DEAD_LETTERED))
         cascade(uow, using, ended)
         uow.flush(using)
-        return len(rows)
+        return ExpiredLeases(redelivered=len(rows) - len(ended), dead_lettered=len(ended))
 
     return atomic_retrying(using, body)
 

@@ -33,9 +33,17 @@ EXPIRY_BATCH = 32
 class TickResult:
     """What one maintenance tick did."""
 
-    reclaimed: int
+    #: Expired leases whose job was Scheduled again for another attempt.
+    redelivered: int
+    #: Expired leases on a job's last attempt: Dead-Lettered.
+    dead_lettered: int
     minted: int
     purged: int
+
+    @property
+    def reclaimed(self) -> int:
+        """Expired leases disposed, either way."""
+        return self.redelivered + self.dead_lettered
 
 
 def apply_queue_settings(settings: BackWaveSettings, *, now: datetime) -> None:
@@ -101,11 +109,13 @@ def maintenance_tick(
     Sweeps and purges repeat while they come back full, at most ``max_batches`` times each
     (``None``: until done), so one tick of a worker never runs for long.
     """
-    reclaimed = _repeat(
-        lambda: store.expire_leases(now=now, queues=list(queues), retry=settings.retry),
-        full=EXPIRY_BATCH,
-        max_batches=max_batches,
-    )
+    swept: list[store.ExpiredLeases] = []
+
+    def sweep() -> int:
+        swept.append(store.sweep_expired_leases(now=now, queues=list(queues), retry=settings.retry))
+        return swept[-1].disposed
+
+    _repeat(sweep, full=EXPIRY_BATCH, max_batches=max_batches)
     minted = store.mint_due(now=now)
     purged = 0
     if retention:
@@ -121,7 +131,12 @@ def maintenance_tick(
                 continue
             purge = partial(store.purge_terminal, state_class, terminal_before=now - keep)
             purged += _repeat(purge, full=settings.max_purge_batch, max_batches=max_batches)
-    return TickResult(reclaimed=reclaimed, minted=minted, purged=purged)
+    return TickResult(
+        redelivered=sum(batch.redelivered for batch in swept),
+        dead_lettered=sum(batch.dead_lettered for batch in swept),
+        minted=minted,
+        purged=purged,
+    )
 
 
 def _repeat(batch: Callable[[], int], *, full: int, max_batches: int | None) -> int:
@@ -147,7 +162,14 @@ def run_maintenance(
     Returns whether schedules minted jobs (the worker then claims at once)."""
     tick = maintenance_tick(settings, queues=queues, now=now)
     if tick.reclaimed:
-        logger.info("Worker %s reclaimed %d expired lease(s) for redelivery.", worker_id, tick.reclaimed)
+        logger.info(
+            "Worker %s swept %d expired lease(s): %d Scheduled again for redelivery, "
+            "%d Dead-Lettered (the lease expired on the last attempt)",
+            worker_id,
+            tick.reclaimed,
+            tick.redelivered,
+            tick.dead_lettered,
+        )
     if tick.minted:
         logger.debug("Minted %d scheduled job(s)", tick.minted)
     stale = settings.heartbeat_interval * STALE_WORKER_HEARTBEATS

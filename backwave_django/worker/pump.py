@@ -143,11 +143,16 @@ class Worker:
         if not self.stopping:
             self.stopping = True
             self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+            # Held jobs whose handler has not started: given back at once (``_give_back_prefetched``),
+            # unless the worker is recycling (``--max-jobs``), when they still run.
+            prefetched = self.executor.pending()
+            fate = "will still run" if self.recycling else "go back to the queue, due again now"
             logger.info(
-                "Worker %s stopping: no more claims; waiting up to %.0f s for %d running job(s)",
+                "Worker %s stopping: no more claims; waiting up to %.0f s for %d running job(s)%s",
                 self.worker_id,
                 self.options.shutdown_timeout,
-                len(self.running),
+                len(self.running) - prefetched,
+                f"; {prefetched} prefetched, not started, {fate}" if prefetched else "",
             )
         self.wakeup.set()
 

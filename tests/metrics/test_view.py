@@ -58,9 +58,11 @@ def test_staff_session_scrapes_the_job_counts_by_queue_and_state(client, django_
     assert value(found, "backwave_jobs", queue="reports", state="leased") == 2
     assert value(found, "backwave_jobs", queue="reports", state="awaiting_parent") == 1
     assert value(found, "backwave_jobs", queue="emails", state="leased") is None  # no such jobs
-    assert value(found, "backwave_jobs_ended", state="succeeded") == pytest.approx(5, abs=1)
-    assert value(found, "backwave_jobs_ended", state="dead_lettered") == pytest.approx(2, abs=1)
-    assert value(found, "backwave_jobs_ended", state="cancelled") == pytest.approx(0, abs=1)
+    # Exact below counts.EXACT_BELOW on every database (the planner's estimate never reads 0).
+    assert value(found, "backwave_jobs_ended", state="succeeded") == 5
+    assert value(found, "backwave_jobs_ended", state="dead_lettered") == 2
+    assert value(found, "backwave_jobs_ended", state="cancelled") == 0
+    assert value(found, "backwave_jobs_ended", state="quarantined") == 0
     assert value(found, "backwave_workers_live") == 1
     oldest = value(found, "backwave_queue_oldest_due_age_seconds", queue="emails")
     assert oldest is not None
@@ -172,7 +174,8 @@ def test_without_prometheus_client_the_view_says_what_to_install(client, metrics
     assert client.get(URL).status_code == 401  # still nothing for strangers
     response = client.get(URL, **_bearer(TOKEN))
     assert response.status_code == 503
-    assert b"pip install 'backwave-django[prometheus]'" in response.content
+    assert b"pip install 'prometheus_client>=0.20'" in response.content
+    assert b"backwave-django[prometheus]" not in response.content  # no release to install it from
 
 
 def test_a_routed_view_without_prometheus_client_is_a_check_warning(monkeypatch, settings):
@@ -182,6 +185,11 @@ def test_a_routed_view_without_prometheus_client_is_a_check_warning(monkeypatch,
 
     assert check_metrics_view() == []  # installed: nothing to say
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    assert [m.id for m in check_metrics_view()] == ["backwave.W005"]
+    [warning] = check_metrics_view()
+    assert warning.id == "backwave.W005"
+    # An install line that works from this repository (no release is published to install from).
+    assert "pip install 'prometheus_client>=0.20'" in str(warning.hint)
+    assert "pip install -e '.[prometheus]'" in str(warning.hint)
+    assert "backwave-django[prometheus]" not in str(warning.hint)
     settings.ROOT_URLCONF = "tests.urls"  # the view is not routed there
     assert check_metrics_view() == []

@@ -127,7 +127,7 @@ def test_a_taken_port_is_refused_before_any_work(workers):  # noqa: F811
 
 def test_without_prometheus_client_the_flag_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    with pytest.raises(CommandError, match=r"pip install 'backwave-django\[prometheus\]'"):
+    with pytest.raises(CommandError, match=r"pip install 'prometheus_client>=0.20'"):
         call_command("backwave_worker", "--burst", "--metrics-port", "9100")
 
 

@@ -241,3 +241,20 @@ def job_row_timeout(result_id: str) -> float | None:
     from backwave_django.models import JobRecord
 
     return JobRecord.objects.values_list("timeout", flat=True).get(job_id=uuid.UUID(result_id))
+
+
+def test_a_task_run_by_the_harness_finishes_at_the_harness_time(task_signals: SignalLog) -> None:
+    """``finished_at`` is the time the job ended on the worker's clock: virtual under the harness."""
+    from datetime import UTC, datetime
+
+    from backwave_django.testing import BackWaveHarness
+
+    start = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+    with BackWaveHarness(start=start) as harness:
+        result = tasks.add.enqueue(1, 2)
+        harness.run_until_idle()
+        finished_at = harness.now
+    [finished] = [r for event, r in zip(task_signals.events, task_signals.results, strict=True) if event[0] == "finished"]
+    assert finished.status == TaskResultStatus.SUCCESSFUL
+    assert finished.finished_at == finished_at == start
+    assert tasks.add.get_result(result.id).finished_at == start  # the job's terminal_at agrees

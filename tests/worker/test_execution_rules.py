@@ -17,6 +17,7 @@ from backwave_django import Discard, JobTimeout, Snooze, current_job
 from backwave_django.conf import load
 from backwave_django.context import JobContext
 from backwave_django.core.outcomes import ClaimedJob, Failure, Snoozed, Success
+from backwave_django.exceptions import MAX_SNOOZE_DELAY
 from backwave_django.worker.execution import Executor, Finished, Running, from_exception
 
 from ..jobsapp import jobs
@@ -229,11 +230,32 @@ def test_progress_has_exactly_its_four_keys_and_is_taken_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("delay", "error"), [(-1, ValueError), ("5", TypeError), (timedelta(seconds=-1), ValueError)]
+    ("delay", "error"),
+    [
+        (-1, ValueError),
+        ("5", TypeError),
+        (timedelta(seconds=-1), ValueError),
+        (float("inf"), ValueError),  # was an OverflowError from timedelta
+        (float("-inf"), ValueError),
+        (float("nan"), ValueError),  # was a conversion error from timedelta
+        (1e20, ValueError),  # past what a timedelta holds
+        (timedelta.max, ValueError),  # a due time that no datetime holds
+    ],
 )
 def test_a_bad_snooze_is_refused(delay: Any, error: type[Exception]) -> None:
     with pytest.raises(error):
         Snooze(delay)
+
+
+@pytest.mark.parametrize("delay", [float("inf"), float("nan"), -1, 1e20])
+def test_a_refused_snooze_says_what_is_allowed(delay: float) -> None:
+    with pytest.raises(ValueError, match=r"^Snooze delay must be a timedelta or a finite number of seconds from 0 to 3,153,600,000 \(36,500 days\), got "):
+        Snooze(delay)
+
+
+def test_the_longest_snooze_is_a_hundred_years() -> None:
+    assert Snooze(MAX_SNOOZE_DELAY).delay == timedelta(days=36_500)
+    assert Snooze(0).delay == timedelta(0)
 
 
 def test_a_discard_needs_a_reason() -> None:

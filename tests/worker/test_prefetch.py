@@ -79,7 +79,13 @@ def test_prefetched_jobs_are_given_back_at_shutdown_without_spending_an_attempt(
         record = _record(job_id)
         assert (record.state, record.attempt, record.max_attempts) == (JobState.SCHEDULED, 1, 10 + 1)
         assert (record.lease_owner, record.lease_expiry) == (None, None)
-    assert "Gave back 2 prefetched lease(s)" in workers.log(0)
+    log = workers.log(0)
+    # The stop line counts the prefetched jobs apart from the one running, and says where they go.
+    assert (
+        "stopping: no more claims; waiting up to 10 s for 1 running job(s); 2 prefetched, not started, "
+        "go back to the queue, due again now" in log
+    )
+    assert "Gave back 2 prefetched lease(s)" in log
 
 
 def test_prefetched_leases_count_against_a_queue_concurrency_limit(workers, tmp_path):

@@ -11,6 +11,7 @@ from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from ...checks import WORKER_TAG
 from ...conf import BackWaveSettings, get_settings
 from ...core.dispatch import Dispatch, StrictDispatch, WeightedDispatch, parse_weights
 from ...database import jobs_database
@@ -126,8 +127,11 @@ class Command(BaseCommand):
 
         if not options.get("skip_checks"):
             # Django leaves the database checks (SKIP LOCKED, server version, SQLite transaction
-            # mode) out of the checks every command runs; a worker is about to use that database.
-            self.check(tags=[Tags.database], databases=[jobs_database()])
+            # mode) out of the checks every command runs; a worker is about to use that database,
+            # and to run handlers on this interpreter (checks.WORKER_TAG).
+            self.check(
+                tags=[Tags.database, WORKER_TAG], include_deployment_checks=True, databases=[jobs_database()]
+            )
         settings = get_settings()
         dispatch = self._dispatch(options)
         if options["metrics_port"] is not None:
