@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 
-from .cron import CronExpression, next_after, resolve_zone
+from .cron import CronExpression, next_after, require_fires, resolve_zone
 from .states import CatchUp
 from .validation import require_aware
 
@@ -109,6 +109,15 @@ def resolve(cron: str, time_zone: str | None) -> NextTick:
         return next_after(expression, cursor, time_zone)
 
     return next_tick
+
+
+def require_schedulable(cron: str, time_zone: str | None) -> CronExpression:
+    """What a schedule save checks: ``cron`` and ``time_zone`` resolve (:func:`resolve`'s
+    messages) and the cron fires at some time (``'0 0 30 2 *' never fires: February has no
+    30th``). Returns the parsed cron. ``store.upsert_schedule``, the console's form and the
+    settings' checks all call this, so a definition is refused the same way everywhere."""
+    resolve(cron, time_zone)
+    return require_fires(cron)
 
 
 def schedule_error(cron: str, time_zone: str | None) -> str | None:
