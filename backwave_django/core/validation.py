@@ -74,6 +74,13 @@ def require_count(name: str, value: object) -> int:
     return value
 
 
+def require_concurrency_limit(limit: object) -> int | None:
+    """A queue's concurrency limit: None (no limit) or an int >= 0 (0 blocks the queue)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    return limit
+
+
 def require_actor(actor: object) -> str:
     """Who acts (an operator's name, ``settings``, ``cli:…``): a non-empty string."""
     if not isinstance(actor, str) or not actor:
