@@ -122,9 +122,10 @@ def require_schedulable(cron: str, time_zone: str | None) -> CronExpression:
 
 def schedule_error(cron: str, time_zone: str | None) -> str | None:
     """Why a stored schedule cannot be planned (``Invalid cron expression …`` /
-    ``Unresolvable time-zone id …``), or None when it resolves. For consoles and logs."""
+    ``Unresolvable time-zone id …`` / ``'…' never fires: …``, for a row stored before saves
+    refused such a cron), or None when it resolves and fires. For consoles and logs."""
     try:
-        resolve(cron, time_zone)
+        require_schedulable(cron, time_zone)
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None
@@ -133,12 +134,12 @@ def schedule_error(cron: str, time_zone: str | None) -> str | None:
 def next_due(cron: str, time_zone: str | None, cursor: datetime) -> tuple[datetime | None, str | None]:
     """``(next tick, None)``: the first zoned tick strictly after ``cursor`` (None when the cron
     never fires again); or ``(None, why)`` when the cron or zone does not resolve on this host
-    (:func:`schedule_error`'s message). The one rule behind every "next due" the package shows."""
-    try:
-        next_tick = resolve(cron, time_zone)
-    except (TypeError, ValueError) as exc:
-        return None, str(exc)
-    return next_tick(cursor), None
+    (:func:`schedule_error`'s message, a cron that never fires included). The one rule behind
+    every "next due" the package shows."""
+    error = schedule_error(cron, time_zone)
+    if error is not None:
+        return None, error
+    return resolve(cron, time_zone)(cursor), None
 
 
 def due_ticks(next_tick: NextTick, cursor: datetime, now: datetime) -> list[datetime]:

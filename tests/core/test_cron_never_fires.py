@@ -81,3 +81,11 @@ def test_a_cron_said_to_fire_has_a_next_occurrence_and_one_said_not_to_has_none(
     expression = CronExpression.parse(cron)
     fires = never_fires_reason(expression) is None
     assert (next_after(expression, instant) is not None) == fires
+
+
+def test_a_stored_cron_that_never_fires_reports_why_where_next_due_is_shown():
+    cursor = datetime(2026, 1, 1, tzinfo=UTC)
+    reason = "'0 0 0 30 2 *' never fires: February has no 30th"
+    assert planner.schedule_error("0 0 0 30 2 *", None) == reason
+    assert planner.next_due("0 0 0 30 2 *", "Europe/Berlin", cursor) == (None, reason)
+    assert planner.next_due("0 0 2 * * *", None, cursor) == (datetime(2026, 1, 1, 2, tzinfo=UTC), None)
