@@ -226,7 +226,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             request,
             {
                 "title": f"{verb} a queue nothing uses?",
-                "bw_lead": f"{str(refusal)[0].upper()}{str(refusal)[1:]}.",
+                "bw_lead": _sentence(str(refusal)),
                 "bw_explanation": UNUSED_QUEUE_TEXT,
                 "bw_action_url": request.path,
                 "bw_fields": [*fields, ("create", "yes")],
@@ -299,6 +299,12 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         row = QueueSettings.objects.filter(queue=queue).first()
         if row is not None:  # the operator call creates the row; absent only if removed meanwhile
             self.log_change(request, row, message)
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first, a full stop last unless it ends a question."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(("?", ".")) else f"{text}."
 
 
 def _queue_name(queue: str) -> str:

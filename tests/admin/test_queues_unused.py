@@ -41,7 +41,7 @@ def test_a_queue_nothing_uses_asks_for_confirmation_naming_why_and_changes_nothi
     html = response.content.decode()
     assert 'data-testid="bw-confirm-unused-queue"' in html
     assert "No declared job, schedule or stored job uses queue &#x27;biling&#x27;; did you mean" in html
-    assert "&#x27;billing&#x27;?" in html
+    assert "&#x27;billing&#x27;?</p>" in html
     assert submit in html
     assert '<input type="hidden" name="create" value="yes">' in html
     assert f'action="{_url(action, "biling")}"' in html
