@@ -22,6 +22,7 @@ from django.dispatch import receiver
 
 from .core.retry import RetryPolicy
 from .core.states import HistoryPolicy
+from .core.validation import validate_queue_name, validate_schedule_id
 
 SETTING_NAME = "BACKWAVE"
 DISABLE_FAILURE_DETAIL_ENV = "BACKWAVE_DISABLE_FAILURE_DETAIL"
@@ -190,8 +191,10 @@ def _queues(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
         return {}
     result: dict[str, dict[str, Any]] = {}
     for queue, options in value.items():
-        if not isinstance(queue, str) or not queue:
-            errors.append(f"QUEUES keys must be non-empty queue names, got {queue!r}.")
+        try:
+            validate_queue_name(queue, "QUEUES key")
+        except (TypeError, ValueError) as exc:
+            errors.append(f"{exc}.")
             continue
         if not isinstance(options, Mapping):
             errors.append(f"QUEUES[{queue!r}] must be a dict, got {options!r}.")
@@ -221,12 +224,21 @@ def _schedules(value: Any, errors: list[str]) -> dict[str, dict[str, Any]]:
         return {}
     for schedule_id, options in value.items():
         where = f"SCHEDULES[{schedule_id!r}]"
+        try:
+            validate_schedule_id(schedule_id, "SCHEDULES key")
+        except ValueError as exc:
+            errors.append(f"{exc}.")
+        if options.get("queue") is not None:
+            try:
+                validate_queue_name(options["queue"], f"{where}['queue']")
+            except (TypeError, ValueError) as exc:
+                errors.append(f"{exc}.")
         for unknown in sorted(set(options) - set(_SCHEDULE_KEYS)):
             errors.append(f"{where} has an unknown key {unknown!r}; known keys: {', '.join(_SCHEDULE_KEYS)}.")
         if not isinstance(options.get("job"), str) or not options.get("job"):
             errors.append(f"{where} needs 'job': the wire name of the job to run.")
         try:
-            planner.resolve(options.get("cron"), options.get("time_zone"))
+            planner.require_schedulable(options.get("cron"), options.get("time_zone"))
         except (TypeError, ValueError) as exc:
             errors.append(f"{where}: {exc}")
         if str(options.get("catch_up", "skip")).lower() not in ("skip", "coalesce"):

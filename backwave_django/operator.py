@@ -12,17 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from . import clock, store
+from . import clock, monitor, store
 from .conf import get_settings
 from .core.outcomes import ScheduleSpec
 from .core.states import (
     CancelResult,
+    RemoveQueueResult,
     RequeueResult,
     RetryNowResult,
     TerminalStateClass,
     TriggerScheduleResult,
 )
-from .core.validation import require_actor
+from .core.validation import require_actor, require_concurrency_limit, validate_queue_name
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -40,16 +41,60 @@ def retry_now(job_id: uuid.UUID, *, actor: str) -> RetryNowResult:
     return store.retry_now(job_id, actor=actor, now=clock.now())
 
 
-def pause_queue(queue: str, *, actor: str) -> None:
-    store.pause_queue(queue, actor=actor, now=clock.now())
+class UnknownQueueError(ValueError):
+    """A queue action named a queue nothing uses (``monitor.is_queue_in_use``), without ``create``.
+
+    Nothing was changed. ``suggestions`` are the queues in use with the closest names.
+    """
+
+    def __init__(self, queue: str, suggestions: list[str]) -> None:
+        self.queue = queue
+        self.suggestions = suggestions
+        hint = ""
+        if suggestions:
+            hint = "; did you mean " + " or ".join(repr(name) for name in suggestions) + "?"
+        super().__init__(f"no declared job, schedule or stored job uses queue {queue!r}{hint}")
 
 
-def resume_queue(queue: str, *, actor: str) -> None:
-    store.resume_queue(queue, actor=actor, now=clock.now())
+def require_queue_in_use(queue: str, *, create: bool = False) -> str:
+    """``queue`` if it follows the queue-name rule and something uses it (or ``create``); else
+    ``ValueError`` with the rule, or :class:`UnknownQueueError` with close matches."""
+    validate_queue_name(queue)
+    if not create and not monitor.is_queue_in_use(queue):
+        raise UnknownQueueError(queue, monitor.similar_queues(queue))
+    return queue
 
 
-def set_concurrency_limit(queue: str, limit: int | None, *, actor: str) -> None:
-    store.set_concurrency_limit(queue, limit, actor=actor, now=clock.now())
+def pause_queue(queue: str, *, actor: str, create: bool = False) -> None:
+    """Stop claims from ``queue``; a queue nothing uses is refused unless ``create`` (docs/admin.md,
+    "Queues"). Audited."""
+    require_actor(actor)
+    store.pause_queue(require_queue_in_use(queue, create=create), actor=actor, now=clock.now())
+
+
+def resume_queue(queue: str, *, actor: str, create: bool = False) -> None:
+    """Let claims take from ``queue`` again (the same refusal as :func:`pause_queue`). Audited."""
+    require_actor(actor)
+    store.resume_queue(require_queue_in_use(queue, create=create), actor=actor, now=clock.now())
+
+
+def set_concurrency_limit(queue: str, limit: int | None, *, actor: str, create: bool = False) -> None:
+    """Cap ``queue`` at ``limit`` Leased jobs (None clears, 0 blocks); the same refusal as
+    :func:`pause_queue`. Audited."""
+    require_actor(actor)
+    require_concurrency_limit(limit)
+    store.set_concurrency_limit(
+        require_queue_in_use(queue, create=create), limit, actor=actor, now=clock.now()
+    )
+
+
+def remove_queue(queue: str, *, actor: str) -> RemoveQueueResult:
+    """Remove ``queue``'s settings row (pause flag and limit) when the queue holds no jobs.
+
+    ``HOLDS_JOBS`` (nothing removed) when it holds any; ``NO_SETTINGS`` when it has no row.
+    Audited when it removed the row.
+    """
+    return store.remove_queue_settings(queue, actor=actor, now=clock.now())
 
 
 def trigger_schedule(schedule_id: str, *, actor: str) -> TriggerScheduleResult:

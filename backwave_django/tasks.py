@@ -464,7 +464,7 @@ class BackWaveBackend(BaseTaskBackend):
                 messages.append(
                     Error(
                         f"QUEUES entry {queue!r}: {exc}",
-                        hint="Use shorter queue names.",
+                        hint='Use names that follow the queue-name rule (docs/cli.md, "Queues").',
                         obj=obj,
                         id="backwave.tasks.E002",
                     )

@@ -374,6 +374,18 @@ OPERATOR_ROWS = [
         ValueError,
         r"queue is at most 128 characters, got 129",
     ),
+    Row(
+        "pause-queue-name-breaks-the-rule",
+        lambda w: operator.pause_queue("bad queue!", actor="ops", create=True),
+        ValueError,
+        r"queue 'bad queue!' is not a valid queue name: a queue name is 1 to 128 characters .*; it contains ' '",
+    ),
+    Row(
+        "pause-queue-nothing-uses",
+        lambda w: operator.pause_queue("biling", actor="ops"),
+        operator.UnknownQueueError,
+        r"no declared job, schedule or stored job uses queue 'biling'; did you mean 'billing'\?",
+    ),
 ]
 
 SCHEDULE_ROWS = [
@@ -384,6 +396,12 @@ SCHEDULE_ROWS = [
         r"Invalid cron expression 'every day'",
     ),
     Row("cron-macro", lambda w: _schedule(cron="@daily"), ValueError, r"Invalid cron expression '@daily'"),
+    Row(
+        "cron-never-fires",
+        lambda w: _schedule(cron="0 0 30 2 *"),
+        ValueError,
+        r"'0 0 30 2 \*' never fires: February has no 30th",
+    ),
     Row(
         "cron-out-of-range",
         lambda w: _schedule(cron="61 * * * *"),

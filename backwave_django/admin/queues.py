@@ -27,7 +27,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from .. import monitor, operator
-from ..core.states import JobState
+from ..core.states import JobState, RemoveQueueResult
 from ..models import QueueSettings
 from .console import (
     BREADCRUMBS_AS_LIST,
@@ -48,6 +48,14 @@ from .display import (
     short_duration,
     timestamp,
     tone_badge,
+)
+from .job_actions import confirmation_page
+
+#: The confirmation page's explanation, before settings are stored for a queue nothing uses.
+UNUSED_QUEUE_TEXT = (
+    "Confirming stores settings for a queue that no declared job, schedule or stored job uses; they "
+    "apply once jobs arrive in it. If the name is a typo, go back: a settings row that holds no jobs "
+    "can be removed from the Queues page."
 )
 
 #: The largest limit the column holds on every supported database (a 32-bit signed integer).
@@ -89,6 +97,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             path("<path:queue>/pause/", view(self.pause_view), name="backwave_django_queuesettings_pause"),
             path("<path:queue>/resume/", view(self.resume_view), name="backwave_django_queuesettings_resume"),
             path("<path:queue>/limit/", view(self.limit_view), name="backwave_django_queuesettings_limit"),
+            path("<path:queue>/remove/", view(self.remove_view), name="backwave_django_queuesettings_remove"),
             *super().get_urls(),
         ]
 
@@ -103,8 +112,10 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         statuses = monitor.queue_statuses(list(depths.values()))
         latency = {entry.queue: entry for entry in monitor.queue_latency(now=now)}
         throughput = monitor.queue_throughput(now=now)
+        declared = monitor.declared_queues()
         rows = [
             _queue_row(status, depths.get(status.queue), latency.get(status.queue), throughput)
+            | {"unused": status.queue not in declared and status.queue not in depths}
             for status in statuses
         ]
         refresh_ms = refresh_interval_ms(time.perf_counter() - started)
@@ -140,7 +151,12 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         return self._pause_or_resume(request, request.POST.getlist("queue"), request.POST.get("action", ""))
 
     def _pause_or_resume(self, request: HttpRequest, queues: list[str], action: str) -> HttpResponse:
-        """Pause or resume each named queue, log each and count them in one message."""
+        """Pause or resume each named queue, log each and count them in one message.
+
+        Every queue is checked first (the queue-name rule, and that something uses it), so one bad
+        name changes nothing. A single queue nothing uses gets a confirmation page; confirming
+        posts ``create=yes``. Among several, such a queue is refused with a message.
+        """
         back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
         if action not in ("pause", "resume"):
             self.message_user(request, "Choose Pause or Resume; nothing was changed.", messages.WARNING)
@@ -149,22 +165,102 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         if not queues:
             self.message_user(request, "No queues were selected; nothing was changed.", messages.WARNING)
             return back
+        create = request.POST.get("create") == "yes"
+        for queue in queues:
+            refused = self._refusal(request, queue, action, create=create, alone=len(queues) == 1)
+            if refused is not None:
+                return refused
         run, label = (
             (operator.pause_queue, "paused") if action == "pause" else (operator.resume_queue, "resumed")
         )
         actor = request.user.get_username()
         done = []
         for queue in queues:
-            try:
-                run(queue, actor=actor)
-            except (TypeError, ValueError) as exc:
-                self.message_user(
-                    request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR
-                )
-                return back
+            run(queue, actor=actor, create=create)
             self._log_queue_change(request, queue, f"{action.capitalize()} queue")
             done.append(Acted(action.upper(), label, _queue_name(queue)))
         result_message(self, request, done, [label])
+        return back
+
+    def _refusal(
+        self,
+        request: HttpRequest,
+        queue: str,
+        action: str,
+        *,
+        create: bool,
+        alone: bool = True,
+        fields: tuple[tuple[str, str], ...] = (),
+    ) -> HttpResponse | None:
+        """None when ``queue`` may be acted on; else the answer: a message for a name that breaks the
+        rule (or an unused queue among several), a confirmation page for one unused queue."""
+        back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
+        try:
+            operator.require_queue_in_use(queue, create=create)
+        except operator.UnknownQueueError as exc:
+            if alone:
+                return self._confirm_unused(request, queue, action, exc, fields)
+            text = (
+                f"Queue “{queue}”: {exc}; nothing was changed. "
+                f"Use its own {action.capitalize()} button to confirm."
+            )
+            self.message_user(request, text, messages.ERROR)
+            return back
+        except (TypeError, ValueError) as exc:
+            self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
+            return back
+        return None
+
+    def _confirm_unused(
+        self,
+        request: HttpRequest,
+        queue: str,
+        action: str,
+        refusal: operator.UnknownQueueError,
+        fields: tuple[tuple[str, str], ...],
+    ) -> HttpResponse:
+        """Ask before storing settings for a queue nothing uses (a typo, most of the time)."""
+        verb = {"pause": "Pause", "resume": "Resume", "limit": "Set the limit of"}[action]
+        return confirmation_page(
+            self,
+            request,
+            {
+                "title": f"{verb} a queue nothing uses?",
+                "bw_lead": _sentence(str(refusal)),
+                "bw_explanation": UNUSED_QUEUE_TEXT,
+                "bw_action_url": request.path,
+                "bw_fields": [*fields, ("create", "yes")],
+                "bw_submit": f"Yes, {verb.lower()} “{queue}” anyway",
+                "bw_back_url": reverse("admin:backwave_django_queuesettings_changelist"),
+                "bw_testid": "bw-confirm-unused-queue",
+            },
+        )
+
+    @console_button(permission=PAUSE_PERMISSION)
+    def remove_view(self, request: HttpRequest, queue: str) -> HttpResponse:
+        """POST: remove the queue's settings row (refused while the queue holds jobs); audited."""
+        back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
+        try:
+            result = operator.remove_queue(queue, actor=request.user.get_username())
+        except (TypeError, ValueError) as exc:
+            self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
+            return back
+        if result is RemoveQueueResult.HOLDS_JOBS:
+            text = format_html(
+                "Queue “{}” holds jobs, so its settings stay: remove them once it holds none.",
+                _queue_name(queue),
+            )
+            self.message_user(request, text, messages.ERROR)
+        elif result is RemoveQueueResult.NO_SETTINGS:
+            self.message_user(
+                request, f"Queue “{queue}” has no stored settings; nothing was removed.", messages.WARNING
+            )
+        else:
+            self.message_user(
+                request,
+                f"Removed the settings of queue “{queue}”: no pause flag, no limit.",
+                messages.SUCCESS,
+            )
         return back
 
     @console_button(permission=PAUSE_PERMISSION)
@@ -183,11 +279,12 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
             self.message_user(request, f"Queue “{queue}”: {error} Nothing was changed.", messages.ERROR)
             return back
         limit = form.cleaned_data["limit"]
-        try:
-            operator.set_concurrency_limit(queue, limit, actor=request.user.get_username())
-        except (TypeError, ValueError) as exc:
-            self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
-            return back
+        create = request.POST.get("create") == "yes"
+        posted = (("limit", request.POST["limit"]),)
+        refused = self._refusal(request, queue, "limit", create=create, fields=posted)
+        if refused is not None:
+            return refused
+        operator.set_concurrency_limit(queue, limit, actor=request.user.get_username(), create=create)
         described = "no limit" if limit is None else f"a limit of {limit}"
         if limit == 0:
             described += ": it is blocked, nothing is claimed from it"
@@ -202,6 +299,12 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         row = QueueSettings.objects.filter(queue=queue).first()
         if row is not None:  # the operator call creates the row; absent only if removed meanwhile
             self.log_change(request, row, message)
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first, a full stop last unless it ends a question."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(("?", ".")) else f"{text}."
 
 
 def _queue_name(queue: str) -> str:
@@ -271,4 +374,10 @@ def _queue_row(
         "pause_url": reverse("admin:backwave_django_queuesettings_pause", args=[status.queue]),
         "resume_url": reverse("admin:backwave_django_queuesettings_resume", args=[status.queue]),
         "limit_url": reverse("admin:backwave_django_queuesettings_limit", args=[status.queue]),
+        # Only a settings row of a queue that holds no jobs can be removed.
+        "remove_url": (
+            reverse("admin:backwave_django_queuesettings_remove", args=[status.queue])
+            if status.has_settings and not sum(counts)
+            else None
+        ),
     }

@@ -28,6 +28,7 @@ from ..core import planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
+from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
 from ..models import JobRecord, RecurringSchedule
 from ..store import resolve_schedule
 from .console import (
@@ -82,6 +83,7 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             "no_overlap",
         )
         help_texts = {
+            "schedule_id": f"Fixed once created: {SCHEDULE_ID_RULE}.",
             "cron": "5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, "
             "e.g. “0 2 * * *” for daily at 02:00. Lists, ranges and steps; no names or macros.",
             "time_zone": "An IANA name such as Europe/Berlin; empty means UTC.",
@@ -106,6 +108,14 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 help_text="The registered jobs (@job in an app's jobs.py), by wire name, with their queue.",
                 error_messages={"invalid_choice": UNREGISTERED},
             )
+
+    def clean_schedule_id(self) -> str:
+        """The one schedule-id rule (``validate_schedule_id``; docs/schedules.md, "Schedule ids")."""
+        schedule_id: str = self.cleaned_data["schedule_id"]
+        try:
+            return validate_schedule_id(schedule_id)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}

@@ -6,7 +6,8 @@ and :func:`run`. Reads go through :mod:`backwave_django.monitor`, actions throug
 
 - :mod:`.jobs`: ``jobs`` and ``show``;
 - :mod:`.actions`: ``cancel``, ``requeue``, ``retry-now`` and ``purge``;
-- :mod:`.queues`: ``queues`` (with ``pause``, ``resume``, ``limit``) and ``schedules`` (``trigger``);
+- :mod:`.queues`: ``queues`` (with ``pause``, ``resume``, ``limit``, ``remove``) and ``schedules``
+  (``trigger``);
 - :mod:`.stats`: ``stats``;
 - :mod:`.values` reads the operator's words, :mod:`.output` writes tables and JSON.
 """

@@ -1,4 +1,4 @@
-"""``backwave queues`` (counts, pause, resume, limit) and ``backwave schedules`` (list, trigger).
+"""``backwave queues`` (counts, pause, resume, limit, remove) and ``backwave schedules`` (list, trigger).
 
 Reads come from :mod:`backwave_django.monitor`; changes go through :mod:`backwave_django.operator`
 with the actor ``cli:{os user}`` (each audited, as in the console).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import monitor, operator
-from ..core.states import TriggerScheduleResult
+from ..core.states import RemoveQueueResult, TriggerScheduleResult
 from . import values
 from .actions import actor
 from .output import Output, instant, when
@@ -78,25 +78,53 @@ def list_command(options: dict[str, Any], out: Output) -> int:
 
 def _change_queue(options: dict[str, Any], out: Output) -> int:
     queue = options["queue"]
+    command = options["queue_command"]
+    if command == "remove":
+        return _remove(queue, out)
     who = actor()
+    create = bool(options.get("create"))
     try:
-        if options["queue_command"] == "pause":
-            operator.pause_queue(queue, actor=who)
+        if command == "pause":
+            operator.pause_queue(queue, actor=who, create=create)
             done = f"Paused queue {queue!r}: workers claim nothing from it until it is resumed."
-        elif options["queue_command"] == "resume":
-            operator.resume_queue(queue, actor=who)
+        elif command == "resume":
+            operator.resume_queue(queue, actor=who, create=create)
             done = f"Resumed queue {queue!r}."
         else:
             limit = values.concurrency_limit(options["limit"])
-            operator.set_concurrency_limit(queue, limit, actor=who)
+            operator.set_concurrency_limit(queue, limit, actor=who, create=create)
             done = (
                 f"Queue {queue!r}: no concurrency limit."
                 if limit is None
                 else f"Queue {queue!r}: at most {limit} Leased jobs at a time."
             )
-    except ValueError as error:  # the store's own check of the queue name
+    except operator.UnknownQueueError as error:
+        raise UsageError(
+            f"{error} Nothing was changed; pass --create to {command} it anyway "
+            "(its settings then wait for jobs to arrive)."
+        ) from None
+    except ValueError as error:  # the queue-name rule, or the limit
         raise UsageError(str(error)) from None
     out.line(f"{done} (audited as {who})")
+    return EXIT_DONE
+
+
+def _remove(queue: str, out: Output) -> int:
+    who = actor()
+    try:
+        result = operator.remove_queue(queue, actor=who)
+    except ValueError as error:  # the queue-name rule
+        raise UsageError(str(error)) from None
+    if result is RemoveQueueResult.HOLDS_JOBS:
+        out.error(
+            f"Queue {queue!r} holds jobs, so its settings stay: a queue's settings can be removed only "
+            f"once it holds none (see `backwave jobs --queue {queue}`)."
+        )
+        return EXIT_REFUSED
+    if result is RemoveQueueResult.NO_SETTINGS:
+        out.error(f"Queue {queue!r} has no stored settings; nothing to remove (see `backwave queues`).")
+        return EXIT_REFUSED
+    out.line(f"Removed the settings of queue {queue!r}: no pause flag, no limit. (audited as {who})")
     return EXIT_DONE
 
 
@@ -175,13 +203,18 @@ def add_arguments(subparsers: Any) -> None:
     )
     queues.add_argument("--json", action="store_true", help="Print a JSON list of queues.")
     queues.set_defaults(run=queues_command)
-    actions = queues.add_subparsers(dest="queue_command", metavar="{pause,resume,limit}")
+    actions = queues.add_subparsers(dest="queue_command", metavar="{pause,resume,limit,remove}")
+    create_help = (
+        "Act even though no declared job, schedule or stored job uses QUEUE (without it, such a "
+        "queue is refused with exit status 2: a typo creates nothing)."
+    )
     for name, text in (
         ("pause", "Stop workers claiming from QUEUE."),
         ("resume", "Let workers claim from QUEUE again."),
     ):
         parser = actions.add_parser(name, help=text, description=text)
         parser.add_argument("queue", metavar="QUEUE")
+        parser.add_argument("--create", action="store_true", help=create_help)
     limit = actions.add_parser(
         "limit",
         help="Cap QUEUE at N Leased jobs across all workers (0 blocks it), or none to clear.",
@@ -189,6 +222,14 @@ def add_arguments(subparsers: Any) -> None:
     )
     limit.add_argument("queue", metavar="QUEUE")
     limit.add_argument("limit", metavar="N|none")
+    limit.add_argument("--create", action="store_true", help=create_help)
+    remove = actions.add_parser(
+        "remove",
+        help="Remove the stored settings (pause flag, limit) of QUEUE, which must hold no jobs.",
+        description="Remove the stored settings (pause flag and concurrency limit) of QUEUE. Refused "
+        "(exit status 1) while the queue holds jobs in any state. Audited as remove_queue.",
+    )
+    remove.add_argument("queue", metavar="QUEUE")
 
     schedules = subparsers.add_parser(
         "schedules",

@@ -194,6 +194,52 @@ class CronExpression:
         return None
 
 
+#: The most days each month has (February in a leap year).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def _ordinal(day: int) -> str:
+    suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def _spoken_list(words: list[str], joiner: str) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {joiner} {words[-1]}"
+
+
+def never_fires_reason(cron: CronExpression) -> str | None:
+    """Why ``cron`` can never fire (``February has no 30th``), or None when it fires at some time.
+
+    Every field allows at least one value once parsed, so only the calendar can rule a cron out:
+    a day-of-week restriction matches some day of every month (alone, or OR-ed with a restricted
+    day-of-month, the Vixie rule of :meth:`CronExpression.matches_day`), and an unrestricted
+    day-of-month matches every day. What is left is a restricted day-of-month that no chosen month
+    has; February 29th counts as a day February has (it recurs in leap years).
+    """
+    if cron.day_of_week_restricted or not cron.day_of_month_restricted:
+        return None
+    if any(day <= _MONTH_DAYS[month - 1] for month in cron.months for day in cron.days_of_month):
+        return None
+    months = [_MONTH_NAMES[month - 1] for month in cron.months]
+    days = [_ordinal(day) for day in cron.days_of_month]
+    verb = "has" if len(months) == 1 else "have"
+    return f"{_spoken_list(months, 'and')} {verb} no {_spoken_list(days, 'or')}"
+
+
+def require_fires(expression: str) -> CronExpression:
+    """Parse ``expression`` and refuse one that never fires: ``ValueError`` naming the problem,
+    e.g. ``'0 0 30 2 *' never fires: February has no 30th``. The check every schedule save uses."""
+    cron = CronExpression.parse(expression)
+    reason = never_fires_reason(cron)
+    if reason is not None:
+        raise ValueError(f"'{expression}' never fires: {reason}")
+    return cron
+
+
 def resolve_zone(zone: str) -> ZoneInfo:
     """The IANA zone named ``zone``; ``ValueError`` naming the id if it does not resolve.
 

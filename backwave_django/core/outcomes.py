@@ -24,6 +24,7 @@ from .validation import (
     require_trace_context,
     require_uuid as _require_uuid,
     validate_queue_name,
+    validate_schedule_id,
 )
 
 __all__ = [
@@ -392,7 +393,7 @@ class ScheduleSpec:
 
     def __post_init__(self) -> None:
         _normalize_policy(self)
-        _require_str("schedule_id", self.schedule_id)
+        validate_schedule_id(self.schedule_id)
         _require_str("cron", self.cron)
         _require_str("wire_name", self.wire_name)
         validate_queue_name(self.queue)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 
-from .cron import CronExpression, next_after, resolve_zone
+from .cron import CronExpression, next_after, require_fires, resolve_zone
 from .states import CatchUp
 from .validation import require_aware
 
@@ -111,11 +111,21 @@ def resolve(cron: str, time_zone: str | None) -> NextTick:
     return next_tick
 
 
+def require_schedulable(cron: str, time_zone: str | None) -> CronExpression:
+    """What a schedule save checks: ``cron`` and ``time_zone`` resolve (:func:`resolve`'s
+    messages) and the cron fires at some time (``'0 0 30 2 *' never fires: February has no
+    30th``). Returns the parsed cron. ``store.upsert_schedule``, the console's form and the
+    settings' checks all call this, so a definition is refused the same way everywhere."""
+    resolve(cron, time_zone)
+    return require_fires(cron)
+
+
 def schedule_error(cron: str, time_zone: str | None) -> str | None:
     """Why a stored schedule cannot be planned (``Invalid cron expression …`` /
-    ``Unresolvable time-zone id …``), or None when it resolves. For consoles and logs."""
+    ``Unresolvable time-zone id …`` / ``'…' never fires: …``, for a row stored before saves
+    refused such a cron), or None when it resolves and fires. For consoles and logs."""
     try:
-        resolve(cron, time_zone)
+        require_schedulable(cron, time_zone)
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None
@@ -124,12 +134,12 @@ def schedule_error(cron: str, time_zone: str | None) -> str | None:
 def next_due(cron: str, time_zone: str | None, cursor: datetime) -> tuple[datetime | None, str | None]:
     """``(next tick, None)``: the first zoned tick strictly after ``cursor`` (None when the cron
     never fires again); or ``(None, why)`` when the cron or zone does not resolve on this host
-    (:func:`schedule_error`'s message). The one rule behind every "next due" the package shows."""
-    try:
-        next_tick = resolve(cron, time_zone)
-    except (TypeError, ValueError) as exc:
-        return None, str(exc)
-    return next_tick(cursor), None
+    (:func:`schedule_error`'s message, a cron that never fires included). The one rule behind
+    every "next due" the package shows."""
+    error = schedule_error(cron, time_zone)
+    if error is not None:
+        return None, error
+    return resolve(cron, time_zone)(cursor), None
 
 
 def due_ticks(next_tick: NextTick, cursor: datetime, now: datetime) -> list[datetime]:

@@ -71,6 +71,7 @@ class OperatorAction(TextChoices):
     REMOVE_SCHEDULE = "remove_schedule", "Remove schedule"
     RETRY_NOW = "retry_now", "Retry now"
     PURGE = "purge", "Purge by retention"
+    REMOVE_QUEUE = "remove_queue", "Remove queue settings"
 
 
 class EnqueueResult(enum.Enum):
@@ -129,6 +130,16 @@ class RetryNowResult(enum.Enum):
 class TriggerScheduleResult(enum.Enum):
     TRIGGERED = "Triggered"
     SCHEDULE_NOT_FOUND = "ScheduleNotFound"
+
+
+class RemoveQueueResult(enum.Enum):
+    """What removing a queue's settings row did; only ``REMOVED`` changed (and audited) anything."""
+
+    REMOVED = "Removed"
+    #: The queue has no settings row: nothing to remove.
+    NO_SETTINGS = "NoSettings"
+    #: The queue holds jobs (in any state): its settings stay.
+    HOLDS_JOBS = "HoldsJobs"
 
 
 _S = JobState

@@ -12,6 +12,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 MAX_QUEUE_NAME_LENGTH = 128
+#: The longest schedule id: its instances' transition entries carry the actor ``schedule:{id}``,
+#: which must fit the 255-character actor column.
+MAX_SCHEDULE_ID_LENGTH = 128
 #: The longest trace context accepted (a version-00 ``traceparent`` is 55 characters; later
 #: versions may append fields, which W3C Trace Context bounds at 512 characters in all).
 MAX_TRACE_CONTEXT_LENGTH = 512
@@ -71,6 +74,13 @@ def require_count(name: str, value: object) -> int:
     return value
 
 
+def require_concurrency_limit(limit: object) -> int | None:
+    """A queue's concurrency limit: None (no limit) or an int >= 0 (0 blocks the queue)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    return limit
+
+
 def require_actor(actor: object) -> str:
     """Who acts (an operator's name, ``settings``, ``cli:…``): a non-empty string."""
     if not isinstance(actor, str) or not actor:
@@ -84,13 +94,55 @@ def require_worker_id(worker_id: object) -> str:
     return worker_id
 
 
+#: The queue-name rule, as messages state it (docs/admin.md, "Queues"; docs/cli.md, "Queues").
+QUEUE_NAME_RULE = (
+    f"a queue name is 1 to {MAX_QUEUE_NAME_LENGTH} characters with no whitespace or control "
+    "characters and no ',' or '=' (backwave_worker --queues a,b and --weighted a=6 use them "
+    "to separate queues)"
+)
+#: The schedule-id rule, as messages state it (docs/schedules.md, "Schedule ids").
+SCHEDULE_ID_RULE = (
+    f"a schedule id is 1 to {MAX_SCHEDULE_ID_LENGTH} characters with no whitespace or control characters"
+)
+
+
+def _first_unprintable(value: str, also: str = "") -> str | None:
+    """The first whitespace or control character of ``value`` (or one of ``also``), or None."""
+    for char in value:
+        if char.isspace() or not char.isprintable() or char in also:
+            return char
+    return None
+
+
 def validate_queue_name(queue: object, name: str = "queue") -> str:
-    """A queue name: a non-empty string of at most ``MAX_QUEUE_NAME_LENGTH`` characters."""
+    """A queue name by :data:`QUEUE_NAME_RULE`, the one rule every layer applies; else ``ValueError``."""
     require_str(name, queue)
     assert isinstance(queue, str)
     if len(queue) > MAX_QUEUE_NAME_LENGTH:
         raise ValueError(f"{name} is at most {MAX_QUEUE_NAME_LENGTH} characters, got {len(queue)}")
+    bad = _first_unprintable(queue, ",=")
+    if bad is not None:
+        raise ValueError(
+            f"{name} {queue!r} is not a valid queue name: {QUEUE_NAME_RULE}; it contains {bad!r}"
+        )
     return queue
+
+
+def validate_schedule_id(schedule_id: object, name: str = "schedule_id") -> str:
+    """A schedule id by :data:`SCHEDULE_ID_RULE` (forms, the operator, settings, code); else raise."""
+    require_str(name, schedule_id)
+    assert isinstance(schedule_id, str)
+    if len(schedule_id) > MAX_SCHEDULE_ID_LENGTH:
+        raise ValueError(
+            f"{name} is at most {MAX_SCHEDULE_ID_LENGTH} characters, got {len(schedule_id)}: "
+            f"{SCHEDULE_ID_RULE}"
+        )
+    bad = _first_unprintable(schedule_id)
+    if bad is not None:
+        raise ValueError(
+            f"{name} {schedule_id!r} is not a valid schedule id: {SCHEDULE_ID_RULE}; it contains {bad!r}"
+        )
+    return schedule_id
 
 
 def require_queues(queues: object) -> list[str]:

@@ -8,6 +8,8 @@ describes each read, its ordering and its cost at scale.
   the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
   ``sequence``) and :func:`count_jobs`;
 - :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.queues`: :func:`is_queue_in_use` and :func:`queue_use` (does a declared job, a schedule, the
+  settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
@@ -69,6 +71,7 @@ from .jobs import (
     list_jobs,
     with_tags,
 )
+from .queues import QueueUse, declared_queues, is_queue_in_use, queue_use, queues_in_use, similar_queues
 from .schedules import ScheduleRow, list_schedules
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
@@ -96,6 +99,7 @@ __all__ = [
     "QueueStatus",
     "QueueThroughput",
     "QueueThroughputs",
+    "QueueUse",
     "RunningJob",
     "ScheduleHealth",
     "ScheduleProblem",
@@ -105,10 +109,12 @@ __all__ = [
     "WorkerJobs",
     "WorkerStatus",
     "count_jobs",
+    "declared_queues",
     "dependency_edges",
     "executing",
     "facet_sample",
     "get_job",
+    "is_queue_in_use",
     "is_worker_live",
     "job_content",
     "job_history",
@@ -120,8 +126,11 @@ __all__ = [
     "queue_latency",
     "queue_statuses",
     "queue_throughput",
+    "queue_use",
+    "queues_in_use",
     "running_by_worker",
     "schedule_health",
+    "similar_queues",
     "state_totals",
     "suggest_tags",
     "tag_facet",

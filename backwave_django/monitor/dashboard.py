@@ -91,6 +91,8 @@ class QueueStatus:
     paused: bool
     concurrency_limit: int | None
     leased: int
+    #: The queue has a stored settings row (which ``operator.remove_queue`` can remove).
+    has_settings: bool = False
 
     @property
     def at_limit(self) -> bool:
@@ -106,7 +108,12 @@ def queue_statuses(depths: list[QueueDepth]) -> list[QueueStatus]:
         for queue, paused, limit in QueueSettings.objects.values_list("queue", "paused", "concurrency_limit")
     }
     return [
-        QueueStatus(queue, *stored.get(queue, (False, None)), leased=leased.get(queue, 0))
+        QueueStatus(
+            queue,
+            *stored.get(queue, (False, None)),
+            leased=leased.get(queue, 0),
+            has_settings=queue in stored,
+        )
         for queue in sorted(set(leased) | set(stored))
     ]
 

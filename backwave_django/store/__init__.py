@@ -18,7 +18,15 @@ of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 from __future__ import annotations
 
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
-from .actions import cancel_job, pause_queue, requeue, resume_queue, retry_now, set_concurrency_limit
+from .actions import (
+    cancel_job,
+    pause_queue,
+    remove_queue_settings,
+    requeue,
+    resume_queue,
+    retry_now,
+    set_concurrency_limit,
+)
 from .batches import enqueue_batches
 from .claims import claim
 from .enqueueing import check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
@@ -92,6 +100,7 @@ __all__ = [
     "record_purge",
     "register_worker",
     "release_leases",
+    "remove_queue_settings",
     "remove_schedule",
     "report_observer_deliveries",
     "report_outcome",

@@ -1,7 +1,9 @@
-"""Operator actions on jobs and queues: cancel, requeue, pause, resume, concurrency limits.
+"""Operator actions on jobs and queues: cancel, requeue, pause, resume, concurrency limits, and
+removing a queue's settings row.
 
 Each writes exactly one ``OperatorAudit`` row, in its own transaction, when it acts (cancel when
-it cancelled or raised the flag, requeue when it requeued; queue changes always). The actor is
+it cancelled or raised the flag, requeue when it requeued; queue changes always; a removal when
+it removed the row). The actor is
 whoever acts: an operator's name, ``settings``, ``cli:{user}``.
 """
 
@@ -12,8 +14,21 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import get_settings
-from ..core.states import CancelResult, JobState, OperatorAction, RequeueResult, RetryNowResult
-from ..core.validation import require_actor, require_aware, require_uuid, validate_queue_name
+from ..core.states import (
+    CancelResult,
+    JobState,
+    OperatorAction,
+    RemoveQueueResult,
+    RequeueResult,
+    RetryNowResult,
+)
+from ..core.validation import (
+    require_actor,
+    require_aware,
+    require_concurrency_limit,
+    require_uuid,
+    validate_queue_name,
+)
 from ..database import jobs_database
 from ..models import JobRecord, QueueSettings
 from ._rows import UnitOfWork, cascade, lock_rows
@@ -125,8 +140,7 @@ def resume_queue(queue: str, *, actor: str, now: datetime) -> None:
 
 def set_concurrency_limit(queue: str, limit: int | None, *, actor: str, now: datetime) -> None:
     """Cap ``queue`` at ``limit`` Leased jobs across all workers (``None`` clears, 0 blocks)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    require_concurrency_limit(limit)
     _update_queue_settings(queue, actor, now, OperatorAction.SET_CONCURRENCY_LIMIT, concurrency_limit=limit)
 
 
@@ -144,3 +158,28 @@ def _update_queue_settings(
         audit(using, actor, action, queue, now)
 
     atomic_retrying(using, body)
+
+
+def remove_queue_settings(queue: str, *, actor: str, now: datetime) -> RemoveQueueResult:
+    """Delete ``queue``'s settings row (its pause flag and limit) if the queue holds no jobs.
+
+    A queue that holds jobs in any state keeps its row (``HOLDS_JOBS``); one without a row answers
+    ``NO_SETTINGS``. A removal is audited (``remove_queue``). It takes the queue's lock
+    exclusively, like a pause, so no claim is planned against a row that is going away.
+    """
+    validate_queue_name(queue)
+    require_actor(actor)
+    require_aware("now", now)
+    using = jobs_database()
+
+    def body() -> RemoveQueueResult:
+        lock_queues(using, [queue], exclusive=True)
+        if JobRecord.objects.using(using).filter(queue=queue).exists():
+            return RemoveQueueResult.HOLDS_JOBS
+        deleted, _ = QueueSettings.objects.using(using).filter(queue=queue).delete()
+        if not deleted:
+            return RemoveQueueResult.NO_SETTINGS
+        audit(using, actor, OperatorAction.REMOVE_QUEUE, queue, now)
+        return RemoveQueueResult.REMOVED
+
+    return atomic_retrying(using, body)

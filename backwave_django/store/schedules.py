@@ -77,9 +77,9 @@ def upsert_schedule(
 
 
 def resolve_schedule(cron: str, time_zone: str | None) -> CronExpression:
-    """The parsed cron, after checking that it and the zone resolve; ``ValueError`` otherwise."""
-    planner.resolve(cron, time_zone)
-    return CronExpression.parse(cron)
+    """The parsed cron, after checking that it and the zone resolve and that the cron fires at
+    some time (``planner.require_schedulable``); ``ValueError`` otherwise."""
+    return planner.require_schedulable(cron, time_zone)
 
 
 def remove_schedule(schedule_id: str, *, actor: str | None = None, now: datetime | None = None) -> bool:

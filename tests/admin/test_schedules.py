@@ -202,6 +202,15 @@ def test_the_admin_never_saves_the_model_itself(client, editor, monkeypatch):
         ),
         ({"payload": "{not json"}, "payload", "Enter a valid JSON"),
         ({"schedule_id": ""}, "schedule_id", "This field is required"),
+        ({"cron": "0 0 30 2 *"}, "cron", "&#x27;0 0 30 2 *&#x27; never fires: February has no 30th"),
+        ({"cron": "0 0 31 4,6 *"}, "cron", "never fires: April and June have no 31st"),
+        (
+            {"schedule_id": "nightly report"},
+            "schedule_id",
+            "schedule_id &#x27;nightly report&#x27; is not a valid schedule id: a schedule id is 1 to 128 "
+            "characters with no whitespace or control characters; it contains &#x27; &#x27;",
+        ),
+        ({"schedule_id": "s" * 129}, "schedule_id", "schedule_id is at most 128 characters, got 129"),
         # The form offers the registered jobs only: a longer name cannot be one of them.
         ({"wire_name": "w" * 129}, "wire_name", "No job is registered with wire name “www"),
     ],

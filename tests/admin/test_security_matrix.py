@@ -414,15 +414,22 @@ def _posts(world: World) -> list[Post]:
             {"action": "trigger_selected_schedules_now", "_selected_action": [world.schedule.pk]},
             view="view_recurringschedule",
         ),
-        Post("pause-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/pause/", {}),
-        Post("resume-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/resume/", {}),
-        Post("limit-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/limit/", {"limit": "3"}),
+        # The world's queue has only settings (and a worker): acting on it takes the confirmation.
+        Post("pause-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/pause/", {"create": "yes"}),
+        Post("resume-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/resume/", {"create": "yes"}),
+        Post(
+            "limit-button",
+            "pause_queuesettings",
+            f"{base}/queuesettings/{queue}/limit/",
+            {"limit": "3", "create": "yes"},
+        ),
         Post(
             "bulk-pause",
             "pause_queuesettings",
             f"{base}/queuesettings/bulk/",
-            {"action": "pause", "queue": [queue]},
+            {"action": "pause", "queue": [queue], "create": "yes"},
         ),
+        Post("remove-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/remove/", {}),
         # Actions over a whole filter: the filter in the URL, the confirmation in the body.
         Post(
             "requeue-all",
@@ -461,6 +468,7 @@ POST_IDS = [
     "resume-button",
     "limit-button",
     "bulk-pause",
+    "remove-button",
     "requeue-all",
     "retry-now-all",
     "cancel-all",

@@ -125,3 +125,61 @@ def test_schedules_lists_next_due_and_errors_and_trigger_mints_audited(cli):
     assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
         (ACTOR, "trigger_schedule", "nightly")
     ]
+
+
+def test_a_queue_nothing_uses_exits_2_naming_it_and_creates_nothing_without_create(cli):
+    # "billing" is a declared job's queue (tests/jobsapp); "biling" is a typo of it.
+    for args in (
+        ("queues", "pause", "biling"),
+        ("queues", "resume", "biling"),
+        ("queues", "limit", "biling", "3"),
+    ):
+        refused = cli(*args)
+        assert (refused.returncode, refused.stdout) == (2, ""), refused
+        # The last line: on MariaDB, Django's own system-check warnings come first.
+        assert refused.stderr.strip().splitlines()[-1] == (
+            "backwave queues: no declared job, schedule or stored job uses queue 'biling'; did you mean "
+            f"'billing'? Nothing was changed; pass --create to {args[1]} it anyway (its settings then wait "
+            "for jobs to arrive)."
+        )
+    assert not QueueSettings.objects.exists()
+    assert not OperatorAudit.objects.exists()
+
+    created = cli("queues", "pause", "biling", "--create")
+    assert created.returncode == 0, created
+    assert QueueSettings.objects.get(queue="biling").paused
+    assert cli("queues", "pause", "billing").returncode == 0  # a declared job's queue needs no flag
+
+
+@pytest.mark.parametrize("queue", ["bad queue!", "a,b"])
+def test_a_queue_name_that_breaks_the_rule_exits_2_with_the_rule_even_with_create(cli, queue):
+    refused = cli("queues", "pause", queue, "--create")
+    assert (refused.returncode, refused.stdout) == (2, ""), refused
+    assert "is not a valid queue name: a queue name is 1 to 128 characters" in refused.stderr
+    assert cli("queues", "remove", queue).returncode == 2
+    assert not QueueSettings.objects.exists()
+
+
+def test_queues_remove_deletes_the_settings_of_a_queue_without_jobs_and_refuses_one_with_jobs(cli):
+    store.pause_queue("typo", actor="setup", now=T0)
+    enqueue(queue="mail")
+    store.pause_queue("mail", actor="setup", now=T0)
+    OperatorAudit.objects.all().delete()
+
+    removed = cli("queues", "remove", "typo")
+    assert removed.returncode == 0, removed
+    assert removed.stdout.strip() == (
+        f"Removed the settings of queue 'typo': no pause flag, no limit. (audited as {ACTOR})"
+    )
+    kept = cli("queues", "remove", "mail")
+    assert (kept.returncode, kept.stdout) == (1, ""), kept
+    assert "Queue 'mail' holds jobs, so its settings stay" in kept.stderr
+    missing = cli("queues", "remove", "typo")
+    assert missing.returncode == 1, missing
+    assert "has no stored settings; nothing to remove" in missing.stderr
+
+    assert list(QueueSettings.objects.values_list("queue", flat=True)) == ["mail"]
+    assert list(OperatorAudit.objects.values_list("actor", "action", "target")) == [
+        (ACTOR, "remove_queue", "typo")
+    ]
+    assert [row["queue"] for row in cli("queues", "--json").json()] == ["mail"]

@@ -50,6 +50,8 @@ def test_upsert_stores_the_canonical_cron_with_the_cursor_at_now():
     [
         ({"cron": "61 * * * *"}, "Invalid cron expression '61 \\* \\* \\* \\*'"),
         ({"time_zone": "Mars/Olympus"}, "Unresolvable time-zone id 'Mars/Olympus'"),
+        ({"cron": "0 0 30 2 *"}, "^'0 0 30 2 \\*' never fires: February has no 30th$"),
+        ({"cron": "0 0 0 31 4 *", "time_zone": "Europe/Berlin"}, "never fires: April has no 31st"),
     ],
 )
 def test_upsert_refuses_a_bad_cron_or_zone_and_stores_nothing(kw, message):

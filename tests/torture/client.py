@@ -287,7 +287,10 @@ class Client:
         action = operator.pause_queue if pause else operator.resume_queue
         op = "pause" if pause else "resume"
         t0 = time.time()
-        result = self.guarded(op, None, lambda: action(PAUSABLE_QUEUE, actor=self.actor), queue=PAUSABLE_QUEUE)
+        # create=True: the queue may hold no jobs yet when the first pause comes (docs/cli.md, "Queues").
+        result = self.guarded(
+            op, None, lambda: action(PAUSABLE_QUEUE, actor=self.actor, create=True), queue=PAUSABLE_QUEUE
+        )
         if result is not _FAILED:
             self.log(op=op, queue=PAUSABLE_QUEUE, t0=t0, t1=time.time(), ok=True)
 
@@ -297,7 +300,9 @@ class Client:
         limit = self.dice.choice((1, 2, 3))
         t0 = time.time()
         result = self.guarded(
-            "set_limit", None, lambda: operator.set_concurrency_limit(GOVERNED_QUEUE, limit, actor=self.actor)
+            "set_limit",
+            None,
+            lambda: operator.set_concurrency_limit(GOVERNED_QUEUE, limit, actor=self.actor, create=True),
         )
         # A failed call may have committed: journal it as a possible change (ok=False).
         self.log(op="limit", queue=GOVERNED_QUEUE, limit=limit, t0=t0, t1=time.time(), ok=result is not _FAILED)
