@@ -8,6 +8,8 @@ describes each read, its ordering and its cost at scale.
   the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
   ``sequence``) and :func:`count_jobs`;
 - :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
+  arguments, error text), :func:`resolve_job` (what ``backwave show`` was given) and :func:`search_notes`;
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
@@ -70,12 +72,14 @@ from .jobs import (
     with_tags,
 )
 from .schedules import ScheduleRow, list_schedules
+from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, search_notes
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
 __all__ = [
     "MAX_PAGE",
     "MAX_SUGGESTIONS",
     "PREVIEW_ROWS",
+    "SCAN_LIMIT",
     "SERIES",
     "SERIES_LABELS",
     "STATE_ORDER",
@@ -96,10 +100,12 @@ __all__ = [
     "QueueStatus",
     "QueueThroughput",
     "QueueThroughputs",
+    "Resolved",
     "RunningJob",
     "ScheduleHealth",
     "ScheduleProblem",
     "ScheduleRow",
+    "Search",
     "TagPredicate",
     "Throughput",
     "WorkerJobs",
@@ -120,8 +126,11 @@ __all__ = [
     "queue_latency",
     "queue_statuses",
     "queue_throughput",
+    "resolve_job",
     "running_by_worker",
     "schedule_health",
+    "search_jobs",
+    "search_notes",
     "state_totals",
     "suggest_tags",
     "tag_facet",

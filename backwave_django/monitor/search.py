@@ -127,8 +127,9 @@ def _argument_condition(key: str, values: tuple[Any, ...], vendor: str) -> Q:
     """The payload's keyword argument ``key`` is one of ``values``."""
     condition = Q()
     for value in values:
-        if vendor == "postgresql":
-            # ``payload -> 'kwargs' @> {key: value}``: what the ``backwave_job_arguments`` index serves.
+        if vendor in ("postgresql", "mysql"):
+            # ``payload -> 'kwargs' @> {key: value}`` (what the ``backwave_job_arguments`` index
+            # serves on PostgreSQL; ``JSON_CONTAINS`` on MariaDB, which tells 42 from "42").
             condition |= Q(payload__kwargs__contains={key: value})
         else:
             # ``__exact`` last, so a key spelled like a lookup (``in``, ``contains``) stays a key.
@@ -218,3 +219,10 @@ def resolve_job(reference: str) -> Resolved | None:
     if len(rows) == 1:
         return Resolved(rows[0][0])
     return Resolved(None, tuple(rows))
+
+
+def search_notes(term: str, *, failure_detail: bool = False) -> tuple[str, ...]:
+    """What a search for ``term`` says about itself (a scan that stopped at the newest jobs)."""
+    return search_jobs(
+        JobRecord.objects.using(jobs_database()).all(), term, failure_detail=failure_detail
+    ).notes
