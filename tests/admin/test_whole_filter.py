@@ -58,7 +58,9 @@ def test_each_filtered_list_offers_its_action_over_the_whole_filter_to_those_all
     _dead_letter(count=3)
     login("requeue_jobrecord", "cancel_jobrecord")
     html = client.get(reverse(JOBS), DEAD).content.decode()
-    button = re.search(r'<a href="([^"]+)" class="bw-whole-filter" data-testid="bw-all-requeue">([^<]+)</a>', html)
+    button = re.search(
+        r'<a href="([^"]+)" class="bw-whole-filter" data-testid="bw-all-requeue">([^<]+)</a>', html
+    )
     assert button
     assert button.group(2) == "Requeue all 3 Dead-Lettered…"
     assert button.group(1) == _all("requeue", **DEAD).replace("&", "&amp;")
@@ -67,9 +69,9 @@ def test_each_filtered_list_offers_its_action_over_the_whole_filter_to_those_all
     by_queue = client.get(reverse(JOBS), {"queue": "dl"}).content.decode()
     assert 'data-testid="bw-all-cancel">Cancel all matching…<' in by_queue
     # Nothing over the unfiltered list, and nothing for those without the action's permission.
-    assert "data-testid=\"bw-all-" not in client.get(reverse(JOBS)).content.decode()
+    assert 'data-testid="bw-all-' not in client.get(reverse(JOBS)).content.decode()
     login()
-    assert "data-testid=\"bw-all-" not in client.get(reverse(JOBS), DEAD).content.decode()
+    assert 'data-testid="bw-all-' not in client.get(reverse(JOBS), DEAD).content.decode()
 
 
 # --- The confirmation page -----------------------------------------------------------------------
@@ -200,7 +202,9 @@ def test_retry_all_now_and_cancel_all_act_only_on_the_jobs_they_apply_to(client,
 # --- Permissions and forged requests -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("action", "needs"), [("requeue", "requeue_jobrecord"), ("cancel", "cancel_jobrecord")])
+@pytest.mark.parametrize(
+    ("action", "needs"), [("requeue", "requeue_jobrecord"), ("cancel", "cancel_jobrecord")]
+)
 def test_without_the_permission_neither_the_page_nor_the_action_is_allowed(client, login, action, needs):
     ids = _dead_letter(count=2)
     other = "cancel_jobrecord" if needs == "requeue_jobrecord" else "requeue_jobrecord"
@@ -275,6 +279,8 @@ def test_cancel_selected_without_running_jobs_does_not_ask(client, login):
     waiting = enqueue(now=now, due_time=now + timedelta(hours=1))
     login("cancel_jobrecord")
     pk = str(JobRecord.objects.get(job_id=waiting).pk)
-    response = client.post(reverse(JOBS), {"action": "cancel_selected_jobs", "index": "0", "_selected_action": [pk]})
+    response = client.post(
+        reverse(JOBS), {"action": "cancel_selected_jobs", "index": "0", "_selected_action": [pk]}
+    )
     assert response.status_code == 302
     assert JobRecord.objects.get(job_id=waiting).state == JobState.CANCELLED
