@@ -5,6 +5,7 @@ those allowed sensitive content) and argument values; a bounded scan says so."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 from django.urls import reverse
@@ -35,7 +36,7 @@ def _search(client, term: str) -> list[str]:
     return _shown(response.content.decode())
 
 
-def _failed(detail: str, cause: str = "card declined") -> object:
+def _failed(detail: str, cause: str = "card declined") -> uuid.UUID:
     job_id = enqueue(queue="pay", max_attempts=1, payload={"args": [], "kwargs": {"order_id": 42}})
     lease_one(job_id)
     report(job_id, Failure(next_due_time=None, error=cause), failure_detail=detail)
