@@ -43,9 +43,11 @@ def state_name(state: JobState) -> str:
 
 def job_state(text: str) -> JobState:
     """A state by name in any case, ``-``, ``_`` or a space between words (``dead-lettered``,
-    ``DEAD_LETTERED``, ``Awaiting Parent``), or by number as the console's URLs have it (``5``):
-    the job list's rule (``core/job_filter.py``)."""
+    ``DEAD_LETTERED``, ``Awaiting Parent``), read by the job list's rule (``core/job_filter.py``);
+    the CLI takes names only, never the numbers the console's URLs carry."""
     try:
+        if text.strip().isdigit():
+            raise job_filter.FilterValueError("a state's name")
         return job_filter.read_state(text)
     except job_filter.FilterValueError:
         known = ", ".join(state_name(state) for state in JobState)
