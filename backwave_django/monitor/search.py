@@ -15,10 +15,15 @@ matches any of them:
   content (``failure_detail=True``), of the failure detail in its transition log;
 - part of a **wire name** or of a **tag** value, or a tag as ``key:value``.
 
+A full id, a short id written with its ellipsis and ``key=value`` are that needle only; any other
+term is tried as every needle it can be (``12345678`` is a sequence number, a short id and text).
+
 Costs. On PostgreSQL the short id and the arguments each use an index of their own (migration
-0017); elsewhere the short id is a scan of the id column and the arguments a scan of the payloads
-of the newest :data:`SCAN_LIMIT` jobs only. Error text is a scan of the newest :data:`SCAN_LIMIT`
-jobs on every database. A scan that stopped there says so in :attr:`Search.notes`.
+0017), as long as the term is that needle only (a term tried as text too is a scan of the table,
+as the wire-name match always was); elsewhere the short id is a scan of the id column and the
+arguments a scan of the payloads of the newest :data:`SCAN_LIMIT` jobs only. Error text is a scan
+of the newest :data:`SCAN_LIMIT` jobs on every database. A scan that stopped there says so in
+:attr:`Search.notes`.
 """
 
 from __future__ import annotations
@@ -137,15 +142,43 @@ def _argument_condition(key: str, values: tuple[Any, ...], vendor: str) -> Q:
     return condition
 
 
+def _bounded(jobs: QuerySet[Any], scanned: Q, what: str) -> tuple[Q, tuple[str, ...]]:
+    """``scanned`` limited to the newest :data:`SCAN_LIMIT` jobs, and the note saying so when
+    there are more jobs than that."""
+    start = _scan_start(jobs)
+    if start is None:
+        return scanned, ()
+    note = (
+        f"The {what} of the newest {SCAN_LIMIT:,} jobs only were searched (a scan, bounded so a "
+        "search costs the same on any table); narrow the list with a filter to search older jobs."
+    )
+    return scanned & Q(pk__gte=start), (note,)
+
+
 def search_jobs(jobs: QuerySet[Any], term: str, *, failure_detail: bool) -> Search:
     """``jobs`` narrowed to those ``term`` finds (see the module docstring); ``failure_detail``:
-    whether the viewer may see failure detail, so whether it is searched."""
+    whether the viewer may see failure detail, so whether it is searched.
+
+    A full id, a short id written with its ellipsis and ``key=value`` are read as that needle
+    only, so on PostgreSQL each is one index probe; any other term is tried as every needle it
+    can be."""
     found = needles(term)
     if not found.term:
         return Search(jobs)
     if found.job_id is not None:
         return Search(jobs.filter(job_id=found.job_id))
     vendor = connections[jobs.db].vendor
+    if found.argument is not None:
+        key, values = found.argument
+        condition = _argument_condition(key, values, vendor)
+        if vendor == "postgresql":
+            return Search(jobs.filter(condition))
+        condition, notes = _bounded(jobs, condition, "arguments")
+        return Search(jobs.filter(condition), notes)
+    if found.short_id is not None:
+        jobs = short_id_of(jobs)
+        if found.term[:1] in ("…", "."):
+            return Search(jobs.filter(bw_short_id=found.short_id))
     exact = Q(wire_name__icontains=found.term)
     tags = Q(value__icontains=found.term)
     if found.tag is not None:
@@ -154,7 +187,6 @@ def search_jobs(jobs: QuerySet[Any], term: str, *, failure_detail: bool) -> Sear
     if found.sequence is not None:
         exact |= Q(pk=found.sequence)
     if found.short_id is not None:
-        jobs = short_id_of(jobs)
         exact |= Q(bw_short_id=found.short_id)
     scanned = Q(terminal_cause__icontains=found.term)
     if failure_detail:
@@ -162,23 +194,7 @@ def search_jobs(jobs: QuerySet[Any], term: str, *, failure_detail: bool) -> Sear
             job_id=OuterRef("pk"), failure_detail__icontains=found.term
         )
         scanned |= Q(Exists(details))
-    if found.argument is not None:
-        key, values = found.argument
-        if vendor == "postgresql":
-            exact |= _argument_condition(key, values, vendor)
-        else:
-            scanned |= _argument_condition(key, values, vendor)
-    start = _scan_start(jobs)
-    notes: tuple[str, ...] = ()
-    if start is not None:
-        scanned &= Q(pk__gte=start)
-        what = (
-            "error text" if found.argument is None or vendor == "postgresql" else "error text and arguments"
-        )
-        notes = (
-            f"The {what} of the newest {SCAN_LIMIT:,} jobs only were searched (a scan, bounded so a "
-            "search costs the same on any table); narrow the list with a filter to search older jobs.",
-        )
+    scanned, notes = _bounded(jobs, scanned, "error text")
     return Search(jobs.filter(exact | scanned), notes)
 
 

@@ -134,7 +134,7 @@ def test_arguments_are_searched_through_the_index_on_postgresql_and_by_a_bounded
         assert not any("arguments" in note for note in found.notes)
     else:
         assert ids == set()
-        assert any("error text and arguments of the newest 2 jobs" in note for note in found.notes)
+        assert any("The arguments of the newest 2 jobs only were searched" in note for note in found.notes)
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
@@ -149,14 +149,19 @@ def test_postgresql_has_the_indexes_the_search_expressions_use():
     assert "gin (((payload -> 'kwargs'::text)) jsonb_path_ops)" in found["backwave_job_arguments"]
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
-        short = search_jobs(JobRecord.objects.all(), "b2c92a1a", failure_detail=False).jobs.filter(
-            bw_short_id="b2c92a1a"
-        )
-        plan = short.explain()
-        arguments = JobRecord.objects.filter(payload__kwargs__contains={"order_id": 1}).explain()
+        short = search_jobs(JobRecord.objects.all(), "…b2c92a1a", failure_detail=True).jobs.explain()
+        arguments = search_jobs(JobRecord.objects.all(), "order_id=1", failure_detail=True).jobs.explain()
         cursor.execute("RESET enable_seqscan")
-    assert "backwave_job_short_id" in plan
+    assert "backwave_job_short_id" in short
     assert "backwave_job_arguments" in arguments
+
+
+def test_a_short_id_with_its_ellipsis_and_key_equals_value_are_that_needle_only():
+    text = enqueue(wire_name="order_id=1-b2c92a1a")
+    argument = _job(order_id=1)
+    assert _found("order_id=1") == {argument}
+    assert _found("…b2c92a1a") == set()
+    assert _found("b2c92a1a") == {text}  # without the ellipsis it is text too
 
 
 def test_needles_read_every_form_a_term_can_be():
