@@ -60,7 +60,7 @@ def session_state_options(settings_dict: Mapping[str, Any]) -> list[str]:
             f'"prepare_threshold": {options["prepare_threshold"]!r} makes psycopg create named '
             "prepared statements, which live in one server session: another client's transaction "
             "then fails with 'prepared statement \"_pg3_0\" already exists' or 'does not exist'. "
-            "Remove it from OPTIONS (Django's default, None, never prepares)."
+            'Remove it from OPTIONS (Django\'s default, None, never prepares).'
         )
     if not settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
         problems.append(

@@ -97,3 +97,4 @@ def end_attempt(span: Span, outcome: Outcome, exception: BaseException | None) -
             description = outcome.error if isinstance(outcome, Failure) else outcome.reason
             span.set_status(trace.StatusCode.ERROR, description)
     span.end()
+

@@ -53,7 +53,9 @@ class WorkerNodeAdmin(ReadOnlyAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         response = super().changelist_view(request, {"title": "Workers", **(extra_context or {})})
         if isinstance(response, TemplateResponse) and response.context_data is not None:
-            response.context_data["bw_live"] = live_context("workers", "result_list", REFRESH_SECONDS * 1000)
+            response.context_data["bw_live"] = live_context(
+                "workers", "result_list", REFRESH_SECONDS * 1000
+            )
         return response
 
     @admin.display(description="worker", ordering="worker_id")

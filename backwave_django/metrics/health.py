@@ -40,10 +40,8 @@ class WorkerHealth:
             waited = now - self.started_at
             if waited <= self.limit:
                 return Health(True, f"ok: starting, no heartbeat yet ({waited:.1f} s)")
-            return Health(
-                False,
-                f"unhealthy: no heartbeat since the start {waited:.1f} s ago (limit {self.limit:.1f} s)",
-            )
+            return Health(False, f"unhealthy: no heartbeat since the start {waited:.1f} s ago "
+                                 f"(limit {self.limit:.1f} s)")
         age = now - last
         if age <= self.limit:
             return Health(True, f"ok: last heartbeat {age:.1f} s ago")

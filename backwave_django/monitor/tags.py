@@ -77,7 +77,7 @@ def _check_limit(max_results: object) -> int | None:
 
 def _under(key: object, using: str) -> QuerySet[JobTag]:
     if not isinstance(key, str):
-        raise TypeError(f'key must be a str ("" for the labels), got {type(key).__name__}')
+        raise TypeError(f"key must be a str (\"\" for the labels), got {type(key).__name__}")
     return JobTag.objects.using(using).filter(SameText(F("key"), Value(key)))
 
 

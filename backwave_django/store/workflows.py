@@ -176,8 +176,9 @@ def refusal_text(definition: WorkflowDefinition, result: WorkflowEnqueueResult) 
     if result is _R.DUPLICATE_MEMBER:
         existing = sorted(set(ids) - set(missing_jobs(ids)))
         named = twice or existing
-        return f"{label}: job id(s) {', '.join(str(j) for j in named)} " + (
-            "listed twice" if twice else "already exist (a job id is stored once)"
+        return (
+            f"{label}: job id(s) {', '.join(str(j) for j in named)} "
+            + ("listed twice" if twice else "already exist (a job id is stored once)")
         )
     if result is _R.CONTAINMENT_VIOLATION:
         inside = set(ids)

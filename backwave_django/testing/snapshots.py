@@ -152,6 +152,8 @@ def _iso(instant: datetime | None) -> str:
     return "-" if instant is None else instant.astimezone(UTC).isoformat()
 
 
+
+
 def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
     """Jobs matching ORM ``filters`` in enqueue order, each with its tags and transition log."""
     using = jobs_database()
