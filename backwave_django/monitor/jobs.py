@@ -43,7 +43,7 @@ def _tag_part(owner: str, name: str, value: object) -> str:
     if not value:
         raise ValueError(
             f"{owner}: {name} must be non-empty (tags never have an empty value, and a label is "
-            'HasLabel(value), not a key of "")'
+            "HasLabel(value), not a key of \"\")"
         )
     return value
 
