@@ -33,7 +33,9 @@ def rows(page: Page) -> Any:
 def _declined() -> uuid.UUID:
     job_id = enqueue(queue="pay", max_attempts=1, payload={"args": [], "kwargs": {"order_id": 42}})
     lease_one(job_id)
-    report(job_id, Failure(next_due_time=None, error="card declined"), failure_detail="PaymentError: no funds")
+    report(
+        job_id, Failure(next_due_time=None, error="card declined"), failure_detail="PaymentError: no funds"
+    )
     return job_id
 
 
