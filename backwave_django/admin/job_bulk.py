@@ -5,8 +5,13 @@ that applies to every job the filter (and search) matches, not only the page sho
 (``docs/admin.md``, "Actions over the whole filter"). The button opens a confirmation page that
 states how many jobs it will act on; nothing changes until that page is posted. Then:
 
-- only the jobs that matched when the page was drawn are acted on (``through``: the newest row
-  then), so jobs enqueued meanwhile are left alone;
+- the button is offered only for a filter ``core/job_filter.py`` read completely; the page states
+  the filter in words and carries it, with how many jobs matched and the newest of them
+  (``through``), as a signed token (``django.core.signing``). The POST is refused unless the
+  token is intact and names the same filter; the filter is read again and the jobs counted
+  again, and when the count changed nothing is done: the page asks again with the new count;
+- only the jobs that matched when the page was drawn are acted on (``through``), so jobs
+  enqueued meanwhile are left alone;
 - jobs are read in batches of :data:`BATCH` along the primary key and each gets its own
   ``operator`` call, so every job that acted writes its one ``OperatorAudit`` row, and an
   interrupted run leaves what it did done (running it again picks up the rest, which still match);
@@ -28,7 +33,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
+from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -36,6 +41,7 @@ from django.urls import reverse
 
 from .. import operator
 from ..conf import get_settings
+from ..core.job_filter import ParsedFilter, parse
 from ..core.states import JobState
 from ..models import JobRecord
 from .console import CANCEL_PERMISSION, REQUEUE_PERMISSION, Acted, SeeOther, result_message
@@ -47,7 +53,7 @@ from .job_actions import (
     confirmation_page,
     job_name,
 )
-from .job_list import failure_list, failure_tab, retrying_view
+from .job_list import JobChangeList, failure_list, failure_tab, retrying_view
 
 #: Jobs read (and acted on, one operator call each) per batch.
 BATCH = 500
@@ -58,6 +64,11 @@ TIME_BUDGET = 10.0
 #: How many of the jobs to act on the confirmation page names.
 PREVIEW = 10
 TERMINAL_STATES = [state for state in JobState if state.is_terminal]
+#: The confirmation's token is signed with this salt and honoured for this long (seconds).
+TOKEN_SALT = "backwave_django.job_bulk.whole_filter"
+TOKEN_MAX_AGE = 3600
+#: The parameters of the list's URL an action's URL leaves out: they do not select jobs.
+NOT_FILTERS = ("p", "o", "all", "e")
 
 
 @dataclass(frozen=True)
@@ -106,15 +117,30 @@ ACTIONS = {
 
 
 def _url(slug: str, request: HttpRequest) -> str:
-    query = request.GET.urlencode()
-    return reverse("admin:backwave_django_jobrecord_all", args=[slug]) + (f"?{query}" if query else "")
+    query = request.GET.copy()
+    for name in NOT_FILTERS:
+        query.pop(name, None)
+    encoded = query.urlencode()
+    return reverse("admin:backwave_django_jobrecord_all", args=[slug]) + (f"?{encoded}" if encoded else "")
 
 
-def whole_filter_buttons(request: HttpRequest, cl: ChangeList) -> list[dict[str, str]]:
+def report_filter(model_admin: Any, request: HttpRequest, cl: JobChangeList) -> None:
+    """Tell the operator each parameter the list could not read (it then shows no jobs), and
+    what the search says about itself."""
+    for error in cl.bw_errors:
+        model_admin.message_user(
+            request, f"Filter not understood, so no jobs are shown: {error.text}.", messages.ERROR
+        )
+    for note in cl.bw_search_notes:
+        model_admin.message_user(request, note, messages.INFO)
+
+
+def whole_filter_buttons(request: HttpRequest, cl: JobChangeList) -> list[dict[str, str]]:
     """The job list's buttons for the whole filter, each only with its permission and only where it
     applies: Requeue on a failure list, Retry now on the Retrying view, Cancel on any other
-    filtered list. Labels use the list's own (capped) count, so they cost no query."""
-    if not (cl.has_active_filters or cl.query):
+    filtered list; none for a filter with a parameter that did not read. Labels use the list's own
+    (capped) count, so they cost no query."""
+    if not cl.bw_filter_ok or not (cl.has_active_filters or cl.query):
         return []
     count = cl.paginator.count_label
     state = failure_tab(request)
@@ -134,22 +160,39 @@ def whole_filter_buttons(request: HttpRequest, cl: ChangeList) -> list[dict[str,
     ]
 
 
-def _described_filter(cl: ChangeList) -> list[str]:
-    """The active filters and search, as words: ``state: Dead-Lettered``, ``search: “card”``."""
-    words = []
-    for spec in cl.filter_specs:
-        if not spec.used_parameters:
-            continue
-        for choice in spec.choices(cl):
-            if choice.get("selected") and str(choice.get("display")) != "All":
-                words.append(f"{spec.title}: {choice['display']}")
-    if cl.query:
-        words.append(f"search: “{cl.query}”")
-    return words
+def _token(action: WholeFilterAction, parsed: ParsedFilter, through: int, count: int) -> str:
+    """What the confirmation page showed, signed: the action, the filter, its newest job, the count."""
+    snapshot = {
+        "action": action.slug,
+        "filter": parsed.filter.canonical(),
+        "through": through,
+        "count": count,
+    }
+    return signing.dumps(snapshot, salt=TOKEN_SALT)
+
+
+def _snapshot(
+    request: HttpRequest, action: WholeFilterAction, parsed: ParsedFilter
+) -> tuple[int, int] | None:
+    """``(through, count)`` from the posted token, or None when it is missing, altered, expired or
+    made for another action or another filter than the one the URL names now."""
+    try:
+        snapshot = signing.loads(request.POST.get("token", ""), salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not isinstance(snapshot, dict) or snapshot.get("action") != action.slug:
+        return None
+    if snapshot.get("filter") != parsed.filter.canonical():
+        return None
+    through, count = snapshot.get("through"), snapshot.get("count")
+    if not (isinstance(through, int) and isinstance(count, int)):
+        return None
+    return through, count
 
 
 def whole_filter_view(model_admin: Any, request: HttpRequest, action: str) -> HttpResponse:
-    """GET: the confirmation page; POST (with ``confirm=yes``): act on every matching job."""
+    """GET: the confirmation page; POST (with ``confirm=yes`` and the page's token): act on every
+    matching job, or ask again when the filter's count changed since the page was drawn."""
     chosen = ACTIONS.get(action)
     if chosen is None:
         raise Http404(f"No action “{action}” over the whole filter.")
@@ -157,46 +200,72 @@ def whole_filter_view(model_admin: Any, request: HttpRequest, action: str) -> Ht
         return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
     if not (model_admin.has_view_permission(request) and request.user.has_perm(chosen.permission)):
         raise PermissionDenied
-    back = reverse("admin:backwave_django_jobrecord_changelist")
-    query = request.GET.urlencode()
-    back_to_list = SeeOther(f"{back}?{query}" if query else back)
+    back_to_list = SeeOther(back_url(request))
+    parsed = parse(request.GET.lists())
+    if not parsed.ok:
+        # The list names each parameter it could not read, and shows no jobs for them.
+        model_admin.message_user(
+            request,
+            f"{chosen.verb} refused: the filter is not understood; nothing was changed.",
+            messages.ERROR,
+        )
+        return back_to_list
+    if not parsed.filter.narrows:
+        model_admin.message_user(
+            request, "Choose a filter or search first; nothing was changed.", messages.WARNING
+        )
+        return back_to_list
     try:
         cl = model_admin.get_changelist_instance(request)
     except IncorrectLookupParameters:
         model_admin.message_user(
             request, "That filter is not valid here; nothing was changed.", messages.ERROR
         )
-        return SeeOther(back)
-    if not (cl.has_active_filters or cl.query):
-        model_admin.message_user(
-            request, "Choose a filter or search first; nothing was changed.", messages.WARNING
-        )
         return back_to_list
     matching = cl.get_queryset(request).filter(chosen.applies_to).order_by().prefetch_related(None)
     limit = get_settings().console_bulk_limit
     if request.method == "POST" and request.POST.get("confirm") == "yes":
-        try:
-            through = int(request.POST.get("through", ""))
-        except ValueError:
-            through = None
-        if through is not None:
-            matching = matching.filter(pk__lte=through)
-            count = matching.values("pk")[: limit + 1].count()
-            if count <= limit or request.POST.get("beyond_limit") == "yes":
-                return _run(model_admin, request, chosen, matching, back_to_list, through, count)
-    return _confirm(model_admin, request, chosen, cl, matching, limit, back_to_list)
+        snapshot = _snapshot(request, chosen, parsed)
+        if snapshot is None:
+            model_admin.message_user(
+                request,
+                "The confirmation does not match this filter (altered, or older than an hour); "
+                "nothing was changed. Check the filter below and confirm again.",
+                messages.ERROR,
+            )
+            return _confirm(model_admin, request, chosen, parsed, matching, limit, back_to_list)
+        through, confirmed = snapshot
+        matching = matching.filter(pk__lte=through)
+        count = matching.values("pk")[: limit + 1].count()
+        first_request = "after" not in request.POST
+        if first_request and count != confirmed:
+            model_admin.message_user(
+                request,
+                f"The filter now matches {_amount(count, limit)} jobs, not the {_amount(confirmed, limit)} "
+                "confirmed; nothing was changed. Check the new count and confirm again.",
+                messages.WARNING,
+            )
+            return _confirm(model_admin, request, chosen, parsed, matching, limit, back_to_list)
+        if count <= limit or request.POST.get("beyond_limit") == "yes":
+            return _run(model_admin, request, chosen, matching, back_to_list, through, count)
+    return _confirm(model_admin, request, chosen, parsed, matching, limit, back_to_list)
+
+
+def _amount(count: int, limit: int) -> str:
+    return f"more than {limit:,}" if count > limit else f"{count:,}"
 
 
 def _confirm(
     model_admin: Any,
     request: HttpRequest,
     action: WholeFilterAction,
-    cl: ChangeList,
+    parsed: ParsedFilter,
     matching: QuerySet[JobRecord],
     limit: int,
     back: HttpResponse,
 ) -> HttpResponse:
-    """The confirmation page: how many jobs (capped at the limit), which filter, the first few."""
+    """The confirmation page: how many jobs (capped at the limit), the filter in words, the first
+    few, and the signed token the POST must carry."""
     through = matching.order_by("-pk").values_list("pk", flat=True).first()
     if through is None:
         model_admin.message_user(
@@ -208,7 +277,7 @@ def _confirm(
     matching = matching.filter(pk__lte=through)
     count = matching.values("pk")[: limit + 1].count()
     beyond = count > limit
-    amount = f"more than {limit:,}" if beyond else f"{count:,}"
+    amount = _amount(count, limit)
     preview = matching.order_by("-pk").only("pk", "job_id", "wire_name")[:PREVIEW]
     explanation = ""
     if action.slug == "cancel":
@@ -220,12 +289,12 @@ def _confirm(
         {
             "title": f"{action.verb} all matching jobs?",
             "bw_lead": f"{action.verb}: {amount} job{'s' if count != 1 else ''} matching this filter.",
-            "bw_filter": _described_filter(cl),
+            "bw_filter": parsed.filter.words(),
             "bw_explanation": explanation,
             "bw_items": [{"name": job_name(job), "detail": ""} for job in preview],
             "bw_more": f"… and {count - len(preview):,} more." if count > len(preview) and not beyond else "",
             "bw_action_url": request.get_full_path(),
-            "bw_fields": [("confirm", "yes"), ("through", str(through))],
+            "bw_fields": [("confirm", "yes"), ("token", _token(action, parsed, through, count))],
             "bw_second_confirmation": (
                 f"Yes, {action.verb.lower()} all of them: more than the console's limit of {limit:,} jobs "
                 "(CONSOLE_BULK_LIMIT). They are acted on in batches, each job audited."
@@ -314,7 +383,7 @@ def _continue(
     for result, _, n in done:
         so_far[result] = so_far.get(result, 0) + n
     total = sum(so_far.values())
-    fields = [("confirm", "yes"), ("through", str(through)), ("after", str(after))]
+    fields = [("confirm", "yes"), ("token", request.POST.get("token", "")), ("after", str(after))]
     if request.POST.get("beyond_limit") == "yes":
         fields.append(("beyond_limit", "yes"))
     fields += [("done", f"{result}:{n}") for result, n in so_far.items()]
@@ -339,7 +408,8 @@ def _continue(
 
 
 def back_url(request: HttpRequest) -> str:
-    """The job list with this request's filter."""
+    """The job list with this request's filter (and whatever else its URL has, so the list can
+    name what it could not read)."""
     base = reverse("admin:backwave_django_jobrecord_changelist")
     query = request.GET.urlencode()
     return f"{base}?{query}" if query else base

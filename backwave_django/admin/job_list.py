@@ -30,6 +30,15 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from .. import registry
+from ..core.job_filter import (
+    PAGE,
+    PRIORITY_RANGES,
+    FilterError,
+    JobFilter,
+    ParsedFilter,
+    parse,
+    read_priority,
+)
 from ..core.states import JobState, TerminalStateClass
 from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
 from .console import HIDDEN_TEXT, attempt_ceiling, discarded_marker, progress_bar
@@ -204,19 +213,26 @@ class TerminalClassFilter(admin.SimpleListFilter):
 
 
 class PriorityFilter(admin.SimpleListFilter):
-    """Jobs above, at or below the normal priority (0): three ranges, never a scan for values."""
+    """Jobs above, at or below the normal priority (0): three ranges, never a scan for values; a
+    deep link may name one priority (``?priority=5``). Values are read by ``core/job_filter.py``."""
 
     title = "priority"
     parameter_name = "priority"
-    RANGES = {"above": ("Above normal (> 0)", {"priority__gt": 0}), "normal": ("Normal (0)", {"priority": 0})}
-    RANGES["below"] = ("Below normal (< 0)", {"priority__lt": 0})
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, label) for value, (label, _) in self.RANGES.items()]
+        choices = [(value, label[:1].upper() + label[1:]) for value, (label, _, _) in PRIORITY_RANGES.items()]
+        value = self.value()
+        if value and value not in PRIORITY_RANGES:
+            choices.append((str(value), str(value)))
+        return choices
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        chosen = self.RANGES.get(self.value() or "")
-        return queryset if chosen is None else queryset.filter(**chosen[1])
+        value = self.value()
+        if not value:
+            return queryset
+        bounds = JobFilter(priority=read_priority(str(value))).priority_bounds()
+        assert bounds is not None
+        return queryset.filter(priority__gte=bounds[0], priority__lte=bounds[1])
 
 
 class RetryingFilter(admin.SimpleListFilter):
@@ -370,13 +386,54 @@ def failure_list(request: HttpRequest) -> bool:
 
 class JobChangeList(ChangeList):
     """The job list, which knows the line it draws under each row: the terminal cause in a failure
-    list, the last failure in the Retrying view, nothing otherwise (read by the ``job_results`` tag)."""
+    list, the last failure in the Retrying view, nothing otherwise (read by the ``job_results`` tag).
+
+    Its filter is read by ``core/job_filter.py`` first: a parameter that does not read is left out
+    of what Django's filters see and the list shows no jobs (``bw_errors`` says why; the page
+    reports them), as does a page beyond the last (``docs/admin.md``, "A filter is exact or refused").
+    """
 
     def __init__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
         self.bw_detail = (
             last_failure_cell if retrying_view(request) else cause_cell if failure_list(request) else None
         )
+        self.bw_parsed: ParsedFilter = parse(request.GET.lists())
+        self.bw_errors: list[FilterError] = list(self.bw_parsed.errors)
         started = time.perf_counter()
         super().__init__(request, *args, **kwargs)
         #: What building the list (its filters, search and count) cost: live refresh stretches by it.
         self.bw_build_seconds = time.perf_counter() - started
+        #: What the search says about itself (a scan that stopped at the newest jobs).
+        self.bw_search_notes: tuple[str, ...] = getattr(request, SEARCH_NOTES, ())
+
+    def get_filters_params(self, params: Any = None) -> dict[str, Any]:
+        lookup: dict[str, Any] = super().get_filters_params(params)
+        lookup.pop("_changelist_filters", None)
+        for error in self.bw_errors:
+            lookup.pop(error.parameter, None)
+        return lookup
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        queryset = super().get_queryset(request, exclude_parameters)
+        return queryset.none() if self.bw_errors else queryset
+
+    def get_results(self, request: HttpRequest) -> None:
+        if not self.bw_errors and self.page_num > 1:
+            pages = self.model_admin.get_paginator(request, self.queryset, self.list_per_page).num_pages
+            if self.page_num > pages:
+                self.bw_errors.append(
+                    FilterError(PAGE, str(self.page_num), f"a page from 1 to {max(pages, 1)}")
+                )
+                self.queryset = self.queryset.none()
+                self.page_num = 1
+        super().get_results(request)
+
+    @property
+    def bw_filter_ok(self) -> bool:
+        """Whether every parameter was read (a whole-filter action is offered only then)."""
+        return not self.bw_errors
+
+
+#: The request attribute the job admin's search leaves its notes on for the changelist (the
+#: ModelAdmin is shared between requests, so nothing per request is kept on it).
+SEARCH_NOTES = "_bw_search_notes"

@@ -9,7 +9,6 @@ actions (bulk on the list, a button on the detail page), which go through
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -26,7 +25,8 @@ from django.utils.safestring import SafeString
 from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
-from ..models import JobDependency, JobRecord, JobTag, JobTransition, RecurringSchedule
+from ..models import JobDependency, JobRecord, JobTransition, RecurringSchedule
+from ..monitor.search import search_jobs
 from .console import (
     CANCEL_PERMISSION,
     DETAIL_ROWS,
@@ -59,8 +59,9 @@ from .job_actions import (
     requeue_jobs,
     retry_now_jobs,
 )
-from .job_bulk import whole_filter_buttons, whole_filter_view
+from .job_bulk import report_filter, whole_filter_buttons, whole_filter_view
 from .job_list import (
+    SEARCH_NOTES,
     EstimatedCountPaginator,
     JobChangeList,
     LeaseOwnerFilter,
@@ -163,7 +164,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
     show_full_result_count = False  # no COUNT(*) over the whole table on every page
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the table per filter
     actions = (cancel_jobs, requeue_jobs, retry_now_jobs)
-    search_help_text = "A job id (exact), or part of a wire name or of a tag (or key:value)."
+    search_help_text = (
+        "A job id, short id (…b2c92a1a) or sequence number; key=value for an argument; "
+        "or part of an error, a wire name or a tag (or key:value)."
+    )
     search_fields = ("wire_name",)
     readonly_fields = (
         *JOB_FACTS,
@@ -194,19 +198,11 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        try:
-            return queryset.filter(job_id=uuid.UUID(term)), False
-        except ValueError:
-            pass
-        tags = Q(value__icontains=term)
-        key, colon, value = term.partition(":")
-        if colon and key and value:
-            tags |= Q(key=key, value=value)
-        matches = Q(wire_name__icontains=term) | Q(pk__in=JobTag.objects.filter(tags).values("job_id"))
-        return queryset.filter(matches), False
+        # The needles and their costs: ``monitor/search.py``. Its notes reach the page through the
+        # request (this admin is shared between requests).
+        found = search_jobs(queryset, search_term, failure_detail=can_view_sensitive(request))
+        setattr(request, SEARCH_NOTES, found.notes)
+        return found.jobs, False
 
     def get_list_display(self, request: HttpRequest) -> tuple[Any, ...]:
         return RETRYING_COLUMNS if retrying_view(request) else tuple(super().get_list_display(request))
@@ -264,6 +260,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         data = getattr(response, "context_data", None) or {}
         cl = data.get("cl")
         if isinstance(cl, JobChangeList):
+            report_filter(self, request, cl)
             data["bw_whole_filter"] = whole_filter_buttons(request, cl)
             data["bw_live"] = live_context("jobs", LIVE_REGIONS, refresh_interval_ms(cl.bw_build_seconds))
         return response

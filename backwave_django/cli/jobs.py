@@ -58,16 +58,24 @@ def _state(job: MonitorJob) -> str:
 def list_command(options: dict[str, Any], out: Output) -> int:
     predicates = [values.tag_predicate(text) for text in options["tag"] or ()]
     predicates += [values.label(text) for text in options["label"] or ()]
+    sensitive = _sensitive_allowed(options, out)
+    if sensitive is None:
+        return EXIT_REFUSED
     query = JobQuery(
-        queue=options["queue"],
+        queue=values.name("--queue", options["queue"]),
         state=None if options["state"] is None else values.job_state(options["state"]),
-        wire_name=options["wire_name"],
+        wire_name=values.name("--wire-name", options["wire_name"]),
         tags=tuple(predicates),
         after_sequence=None if options["after"] is None else values.cursor(options["after"]),
         newest_first=options["newest_first"],
         max_results=values.page_size(options["limit"]),
+        search=values.search_term(options["search"]),
+        search_failure_detail=sensitive,
     )
     page = monitor.list_jobs(query)
+    if query.search is not None:
+        for note in monitor.search_notes(query.search, failure_detail=sensitive):
+            out.error(note)
     if options["json"]:
         out.json([job_json(job) for job in page])
         return EXIT_DONE
@@ -122,18 +130,44 @@ def _history_json(entry: HistoryEntry, sensitive: bool) -> dict[str, Any]:
     return found
 
 
-def show_command(options: dict[str, Any], out: Output) -> int:
-    job_id = values.job_id(options["job_id"])
-    sensitive = options["sensitive"]
+def _sensitive_allowed(options: dict[str, Any], out: Output) -> bool | None:
+    """Whether ``--sensitive`` was asked for; None (refused, said on stderr) while the host forbids it."""
+    sensitive = bool(options["sensitive"])
     if sensitive and env_flag(DISABLE_SENSITIVE_ENV):
         out.error(
             f"--sensitive refused: {DISABLE_SENSITIVE_ENV} is set, so payloads, outputs and "
             "failure detail are not shown on this host"
         )
+        return None
+    return sensitive
+
+
+def _resolved_job_id(reference: str) -> Any:
+    """The job ``show`` names: a full id, a short id as the console shows it (with or without
+    the ellipsis) or a sequence number; an ambiguous short id is a usage error naming the candidates."""
+    resolved = monitor.resolve_job(reference)
+    if resolved is None:
+        raise values.UsageError(
+            f"{reference!r} is not a job: expected a job id (a UUID), a short id as the console shows it "
+            "(…b2c92a1a or b2c92a1a) or a sequence number"
+        )
+    if resolved.candidates:
+        shown = "; ".join(
+            f"{job_id} (sequence {sequence}, {wire})" for job_id, sequence, wire in resolved.candidates
+        )
+        more = " and more" if len(resolved.candidates) > monitor.search.CANDIDATES else ""
+        raise values.UsageError(f"{reference!r} names several jobs: {shown}{more}; give the full id")
+    return resolved.job_id
+
+
+def show_command(options: dict[str, Any], out: Output) -> int:
+    sensitive = _sensitive_allowed(options, out)
+    if sensitive is None:
         return EXIT_REFUSED
-    job = monitor.get_job(job_id)
-    if job is None:
-        out.error(f"No job {job_id} (never enqueued, not committed yet, or purged).")
+    job_id = _resolved_job_id(options["job_id"])
+    job = None if job_id is None else monitor.get_job(job_id)
+    if job_id is None or job is None:
+        out.error(f"No job {options['job_id']} (never enqueued, not committed yet, or purged).")
         return EXIT_REFUSED
     history = monitor.job_history(job_id)
     parents, children = monitor.dependency_edges(job_id)
@@ -259,15 +293,31 @@ def add_arguments(subparsers: Any) -> None:
     jobs.add_argument(
         "--newest-first", action="store_true", help="Newest first (--after then pages backwards)."
     )
+    jobs.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="Only jobs the console's search box finds with TEXT: a job id, short id (…b2c92a1a), "
+        "sequence number, key=value (an argument), or part of an error, a wire name or a tag.",
+    )
+    jobs.add_argument(
+        "--sensitive",
+        action="store_true",
+        help=f"--search also searches failure detail (refused while {DISABLE_SENSITIVE_ENV} is set).",
+    )
     jobs.add_argument("--json", action="store_true", help="Print a JSON list of jobs.")
     jobs.set_defaults(run=list_command)
 
     show = subparsers.add_parser(
         "show",
         help="Show one job: its record, tags, dependencies, progress and transition history.",
-        description="Show one job. Payload, output and failure detail only with --sensitive.",
+        description="Show one job, named as the console shows it. Payload, output and failure detail "
+        "only with --sensitive.",
     )
-    show.add_argument("job_id", metavar="JOB_ID")
+    show.add_argument(
+        "job_id",
+        metavar="JOB",
+        help="A job id, a short id as the console shows it (…b2c92a1a or b2c92a1a), or a sequence number.",
+    )
     show.add_argument(
         "--sensitive",
         action="store_true",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+from ..core import job_filter
 from ..core.states import JobState
 from ..monitor import MAX_PAGE, HasKey, HasKeyValue, HasLabel, TagPredicate
 
@@ -41,13 +42,36 @@ def state_name(state: JobState) -> str:
 
 
 def job_state(text: str) -> JobState:
-    """A state by name in any case, ``-``, ``_`` or a space between words: ``dead-lettered``,
-    ``DEAD_LETTERED``, ``Awaiting Parent``."""
-    name = text.strip().upper().replace("-", "_").replace(" ", "_")
-    if name in JobState.names:
-        return JobState[name]
-    known = ", ".join(state_name(state) for state in JobState)
-    raise UsageError(f"--state {text!r} is not a job state: expected one of {known}")
+    """A state by name in any case, ``-``, ``_`` or a space between words (``dead-lettered``,
+    ``DEAD_LETTERED``, ``Awaiting Parent``), read by the job list's rule (``core/job_filter.py``);
+    the CLI takes names only, never the numbers the console's URLs carry."""
+    try:
+        if text.strip().isdigit():
+            raise job_filter.FilterValueError("a state's name")
+        return job_filter.read_state(text)
+    except job_filter.FilterValueError:
+        known = ", ".join(state_name(state) for state in JobState)
+        raise UsageError(f"--state {text!r} is not a job state: expected one of {known}") from None
+
+
+def name(option: str, text: str | None) -> str | None:
+    """A queue or a wire name taken literally (``--queue``, ``--wire-name``); empty is refused."""
+    if text is None:
+        return None
+    parameter = job_filter.QUEUE if option == "--queue" else job_filter.WIRE_NAME
+    try:
+        return job_filter.read_name(text, parameter)
+    except job_filter.FilterValueError as error:
+        raise UsageError(f"{option} {text!r}: expected {error.expected}") from None
+
+
+def search_term(text: str | None) -> str | None:
+    """``--search``: any text but blank."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageError("--search must not be blank: expected an id, a sequence number, key=value or text")
+    return text.strip()
 
 
 def tag_predicate(text: str) -> TagPredicate:

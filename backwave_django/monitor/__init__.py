@@ -10,6 +10,8 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
 - :mod:`.queues`: :func:`is_queue_in_use` and :func:`queue_use` (does a declared job, a schedule, the
   settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
+- :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
+  arguments, error text), :func:`resolve_job` (what ``backwave show`` was given) and :func:`search_notes`;
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
@@ -73,12 +75,14 @@ from .jobs import (
 )
 from .queues import QueueUse, declared_queues, is_queue_in_use, queue_use, queues_in_use, similar_queues
 from .schedules import ScheduleRow, list_schedules
+from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, search_notes
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
 __all__ = [
     "MAX_PAGE",
     "MAX_SUGGESTIONS",
     "PREVIEW_ROWS",
+    "SCAN_LIMIT",
     "SERIES",
     "SERIES_LABELS",
     "STATE_ORDER",
@@ -100,10 +104,12 @@ __all__ = [
     "QueueThroughput",
     "QueueThroughputs",
     "QueueUse",
+    "Resolved",
     "RunningJob",
     "ScheduleHealth",
     "ScheduleProblem",
     "ScheduleRow",
+    "Search",
     "TagPredicate",
     "Throughput",
     "WorkerJobs",
@@ -131,6 +137,9 @@ __all__ = [
     "running_by_worker",
     "schedule_health",
     "similar_queues",
+    "resolve_job",
+    "search_jobs",
+    "search_notes",
     "state_totals",
     "suggest_tags",
     "tag_facet",

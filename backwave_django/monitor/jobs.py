@@ -31,6 +31,7 @@ from ..core.validation import require_uuid
 from ..database import jobs_database
 from ..models import JobRecord, JobTag
 from ._sql import Ordinal, SameText, text
+from .search import search_jobs
 
 #: A page of :func:`list_jobs` holds at most this many jobs, whatever ``max_results`` asks for.
 MAX_PAGE = 200
@@ -118,11 +119,16 @@ class JobQuery:
     after_sequence: int | None = None
     newest_first: bool = False
     max_results: int = 50
+    #: A search term, read as :mod:`.search` reads the console's search box (None: no search) ...
+    search: str | None = None
+    #: ... which searches failure detail only when this says the reader may see it.
+    search_failure_detail: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", _state(self.state))
         _optional_str("queue", self.queue)
         _optional_str("wire_name", self.wire_name)
+        _optional_str("search", self.search)
         tags = self.tags
         if isinstance(tags, HasLabel | HasKey | HasKeyValue | str) or not isinstance(tags, tuple | list):
             raise TypeError(f"JobQuery: tags is a tuple of HasLabel, HasKey or HasKeyValue, not {tags!r}")
@@ -142,7 +148,8 @@ class JobQuery:
     @property
     def filters_anything(self) -> bool:
         """Whether any filter narrows the jobs (the paging fields are not filters)."""
-        return any(value is not None for value in (self.queue, self.state, self.wire_name)) or bool(self.tags)
+        scalars = (self.queue, self.state, self.wire_name, self.search)
+        return any(value is not None for value in scalars) or bool(self.tags)
 
 
 def tag_condition(predicate: TagPredicate, job: str = "pk") -> Exists:
@@ -178,7 +185,10 @@ def scoped_jobs(query: JobQuery | None) -> QuerySet[JobRecord]:
             jobs = jobs.filter(SameText(F(name), Value(wanted)))
     if query.state is not None:
         jobs = jobs.filter(state=query.state)
-    return with_tags(jobs, query.tags)
+    jobs = with_tags(jobs, query.tags)
+    if query.search is not None:
+        jobs = search_jobs(jobs, query.search, failure_detail=query.search_failure_detail).jobs
+    return jobs
 
 
 # --- Rows ------------------------------------------------------------------------------------

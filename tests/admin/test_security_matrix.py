@@ -30,12 +30,15 @@ import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Permission, User
+from django.http import QueryDict
 from django.test import Client
 from django.urls import URLPattern, URLResolver
 from django.utils import timezone
 
 import backwave_django
 from backwave_django import Failure, JobState, NewJob, ScheduleSpec, Success, store
+from backwave_django.admin import job_bulk
+from backwave_django.core import job_filter
 from backwave_django.models import (
     JobRecord,
     Observer,
@@ -435,24 +438,42 @@ def _posts(world: World) -> list[Post]:
             "requeue-all",
             "requeue_jobrecord",
             f"{base}/jobrecord/all/requeue/?state__exact=5",
-            {"confirm": "yes", "through": str(world.dead.pk)},
+            {"confirm": "yes", "token": _signed("requeue", "state__exact=5", world.dead.pk)},
             view="view_jobrecord",
         ),
         Post(
             "retry-now-all",
             "requeue_jobrecord",
             f"{base}/jobrecord/all/retry-now/?retrying=1",
-            {"confirm": "yes", "through": str(world.waiting.pk)},
+            {"confirm": "yes", "token": _signed("retry-now", "retrying=1", world.waiting.pk)},
             view="view_jobrecord",
         ),
         Post(
             "cancel-all",
             "cancel_jobrecord",
             f"{base}/jobrecord/all/cancel/?{urlencode({'q': str(world.pending.job_id)})}",
-            {"confirm": "yes", "through": str(world.pending.pk)},
+            {
+                "confirm": "yes",
+                "token": _signed("cancel", urlencode({"q": str(world.pending.job_id)}), world.pending.pk),
+            },
             view="view_jobrecord",
         ),
     ]
+
+
+def _signed(action: str, query: str, through: int) -> str:
+    """The token the confirmation page of an action over the whole filter would carry: the jobs
+    ``query`` selects up to ``through`` that the action applies to, counted."""
+    chosen = job_bulk.ACTIONS[action]
+    parsed = job_filter.parse(QueryDict(query).lists())
+    jobs = JobRecord.objects.filter(chosen.applies_to, pk__lte=through)
+    if parsed.filter.state is not None:
+        jobs = jobs.filter(state=parsed.filter.state)
+    if parsed.filter.retrying:
+        jobs = jobs.filter(state=JobState.SCHEDULED, attempt__gte=1)
+    if parsed.filter.search:
+        jobs = jobs.filter(job_id=parsed.filter.search)
+    return job_bulk._token(chosen, parsed, through, jobs.count())
 
 
 POST_IDS = [

@@ -203,7 +203,7 @@ def _pages(demo: dict[str, Any]) -> list[tuple[str, str]]:
         ("retrying", f"{ADMIN}/jobrecord/?retrying=1"),
         ("dead-lettered tab", f"{ADMIN}/jobrecord/?state__exact={dead}"),
         ("quarantined tab", f"{ADMIN}/jobrecord/?state__exact={int(JobState.QUARANTINED)}"),
-        ("failures (both)", f"{ADMIN}/jobrecord/?terminal_class=2"),
+        ("failures (both)", f"{ADMIN}/jobrecord/?terminal_class=1"),  # Dead-Lettered or Quarantined
         ("job detail", f"{ADMIN}/jobrecord/{demo['dead'].pk}/change/"),
         ("whole-filter confirmation", f"{ADMIN}/jobrecord/all/requeue/?{urlencode({'state__exact': dead})}"),
         ("queues", f"{ADMIN}/queuesettings/"),
