@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -26,10 +26,9 @@ from django.utils.safestring import SafeString
 from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
-from ..models import JobDependency, JobRecord, JobTag, JobTransition, RecurringSchedule
+from ..models import JobDependency, JobRecord, JobTag, RecurringSchedule
 from .console import (
     CANCEL_PERMISSION,
-    DETAIL_ROWS,
     HIDDEN_TEXT,
     REQUEUE_PERMISSION,
     Acted,
@@ -77,6 +76,7 @@ from .job_list import (
     when_cell,
     with_last_failure,
 )
+from .job_page import linked_jobs, page_context
 from .job_tags import TagFilter, suggestions_response
 
 if TYPE_CHECKING:
@@ -94,30 +94,37 @@ FAILURE_TABS = (
 )
 
 
-#: The facts table of the job detail page, in order.
-JOB_FACTS = (
-    "job_id_copy",
-    "wire_name",
-    "queue",
-    "state_badge",
-    "attempt_of",
-    "priority",
-    "unique_key_view",
-    "due_at",
-    "enqueued_at_utc",
-    "lease_owner",
-    "lease_expiry_utc",
-    "cancel_requested_text",
-    "terminal_at_utc",
-    "terminal_cause",
-    "parents_remaining",
-    "mode",
-    "minted_by",
-    "workflow",
-    "tag_list",
-    "trace_context_view",
-    "sequence",
+#: The job detail page's fields, in groups drawn several to a line (the state, cause and last
+#: failure lead the page instead: ``job_page.summary``).
+JOB_FIELD_GROUPS = (
+    (
+        "Job",
+        (
+            "job_id_copy",
+            "wire_name",
+            "queue",
+            "state_badge",
+            "attempt_of",
+            "priority",
+            "sequence",
+            "mode",
+            "unique_key_view",
+        ),
+    ),
+    (
+        "Times and lease",
+        (
+            "enqueued_at_utc",
+            "due_at",
+            "terminal_at_utc",
+            "lease_owner",
+            "lease_expiry_utc",
+            "cancel_requested_text",
+        ),
+    ),
+    ("Relations", ("parents_remaining", "minted_by", "workflow", "tag_list", "trace_context_view")),
 )
+JOB_FACTS = tuple(name for _, fields in JOB_FIELD_GROUPS for name in fields)
 SENSITIVE_FIELDS = ("payload_view", "output_view")
 #: The job's own policy, stored on the row (or the settings' when the row predates the columns).
 POLICY_FIELDS = ("max_attempts_policy", "backoff_policy", "timeout_policy")
@@ -415,7 +422,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         allowed = can_view_sensitive(request)
         sensitive = SENSITIVE_FIELDS if allowed else ("sensitive_hidden",)
         return [
-            (None, {"fields": JOB_FACTS}),
+            *((name, {"fields": fields}) for name, fields in JOB_FIELD_GROUPS),
             ("Policy", {"fields": POLICY_FIELDS}),
             ("Progress", {"fields": ("progress_view" if allowed else "progress_public",)}),
             ("Payload and output", {"fields": sensitive}),
@@ -452,9 +459,9 @@ class JobRecordAdmin(ReadOnlyAdmin):
             "bw_sensitive": sensitive,
             "bw_hidden_text": HIDDEN_TEXT,
             "bw_history_off": get_settings().history is HistoryPolicy.OFF,
-            "bw_timeline": _timeline(job, sensitive=sensitive),
-            "bw_parents": _linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
-            "bw_children": _linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
+            **page_context(request, job, sensitive=sensitive),
+            "bw_parents": linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
+            "bw_children": linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
             "bw_can_cancel": not state.is_terminal and self.has_cancel_permission(request),
             "bw_can_requeue": state in (JobState.DEAD_LETTERED, JobState.QUARANTINED)
             and self.has_requeue_permission(request),
@@ -545,38 +552,3 @@ class JobRecordAdmin(ReadOnlyAdmin):
         result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
 
-
-def _timeline(job: JobRecord, *, sensitive: bool) -> list[dict[str, Any]]:
-    """The transition log, newest first. Failure detail is read only for a viewer who may see it."""
-    entries = JobTransition.objects.filter(job_id=job.pk).order_by("-ordinal")
-    columns = ["ordinal", "state", "attempt", "actor", "recorded_at", "failed"]
-    if sensitive:
-        columns.append("failure_detail")
-    rows = entries.annotate(
-        failed=ExpressionWrapper(Q(failure_detail__isnull=False), output_field=BooleanField())
-    ).values(*columns)
-    return [
-        {
-            **row,
-            "badge": SafeString(job_state_badge(row["state"])),
-            "when": SafeString(timestamp(row["recorded_at"])),
-            "detail": row.get("failure_detail"),
-        }
-        for row in rows
-    ]
-
-
-def _linked_jobs(edges: QuerySet[JobDependency], side: str) -> list[dict[str, Any]]:
-    """The jobs on one side (``parent`` or ``child``) of some dependency edges, as link rows."""
-    rows = edges.order_by(f"{side}_id").values_list(
-        f"{side}__sequence", f"{side}__job_id", f"{side}__wire_name", f"{side}__state"
-    )[:DETAIL_ROWS]
-    return [
-        {
-            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
-            "job_id": job_id,
-            "wire_name": wire_name,
-            "badge": SafeString(job_state_badge(state)),
-        }
-        for pk, job_id, wire_name, state in rows
-    ]

@@ -7,7 +7,9 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.jobs`: :func:`get_job`, :func:`job_content`, :func:`list_jobs` (a :class:`JobQuery`, with
   the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
   ``sequence``) and :func:`count_jobs`;
-- :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.history`: :func:`job_history` (the transition log), :func:`transition_log` (the log as
+  stored, with or without failure detail) and :func:`dependency_edges`;
+- :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log);
 - :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
@@ -17,6 +19,7 @@ describes each read, its ordering and its cost at scale.
 
 from __future__ import annotations
 
+from .attempts import Attempt, AttemptOutcome, attempts_from_log, job_attempts
 from .dashboard import (
     PREVIEW_ROWS,
     SERIES,
@@ -53,7 +56,7 @@ from .dashboard import (
     worker_stale_after,
     worker_statuses,
 )
-from .history import HistoryEntry, dependency_edges, job_history
+from .history import HistoryEntry, dependency_edges, job_history, transition_log
 from .jobs import (
     MAX_PAGE,
     HasKey,
@@ -81,6 +84,8 @@ __all__ = [
     "STATE_ORDER",
     "THROUGHPUT_MINUTES",
     "THROUGHPUT_SCAN_LIMIT",
+    "Attempt",
+    "AttemptOutcome",
     "ExecutingJob",
     "FailedJob",
     "HasKey",
@@ -104,12 +109,14 @@ __all__ = [
     "Throughput",
     "WorkerJobs",
     "WorkerStatus",
+    "attempts_from_log",
     "count_jobs",
     "dependency_edges",
     "executing",
     "facet_sample",
     "get_job",
     "is_worker_live",
+    "job_attempts",
     "job_content",
     "job_history",
     "list_jobs",
@@ -126,6 +133,7 @@ __all__ = [
     "suggest_tags",
     "tag_facet",
     "throughput",
+    "transition_log",
     "with_tags",
     "worker_stale_after",
     "worker_statuses",
