@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -285,6 +286,11 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
         progress.text,
         extra,
     )
+
+
+def worker_url(worker_id: str) -> str:
+    """The page of the worker ``worker_id`` (the Workers admin opens a worker by its id)."""
+    return reverse("admin:backwave_django_workernode_change", args=[quote(worker_id)])
 
 
 def workflow_link(workflow_id: uuid.UUID | None) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -30,7 +29,7 @@ from django.utils.safestring import SafeString
 from .. import monitor
 from ..core.states import JobState
 from ..models import JobDependency, JobRecord
-from .console import DETAIL_ROWS, HIDDEN_TEXT, attempt_ceiling, discarded_marker
+from .console import DETAIL_ROWS, HIDDEN_TEXT, attempt_ceiling, discarded_marker, worker_url
 from .display import job_state_badge, short_duration, timestamp
 
 #: Who may open the worker page an attempt links to.
@@ -51,11 +50,6 @@ def split_failure(detail: str) -> FailureText:
     """``{type}: {message}\\n{traceback}`` as its message line and its traceback."""
     message, _, rest = detail.strip("\n").partition("\n")
     return FailureText(message.strip(), rest.strip("\n"))
-
-
-def worker_url(worker_id: str) -> str:
-    """The worker page of ``worker_id`` (the page looks the worker up by its id)."""
-    return reverse("admin:backwave_django_workernode_change", args=[quote(worker_id)])
 
 
 def worker_cell(worker_id: str, *, linked: bool) -> str:

@@ -421,8 +421,9 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
         allowed = can_view_sensitive(request)
         sensitive = SENSITIVE_FIELDS if allowed else ("sensitive_hidden",)
+        groups: _FieldsetSpec = [(name, {"fields": fields}) for name, fields in JOB_FIELD_GROUPS]
         return [
-            *((name, {"fields": fields}) for name, fields in JOB_FIELD_GROUPS),
+            *groups,
             ("Policy", {"fields": POLICY_FIELDS}),
             ("Progress", {"fields": ("progress_view" if allowed else "progress_public",)}),
             ("Payload and output", {"fields": sensitive}),
@@ -551,4 +552,3 @@ class JobRecordAdmin(ReadOnlyAdmin):
         self.log_change(request, job, f"{verb}: {labels[result]}")
         result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
-
