@@ -31,6 +31,11 @@ QUEUE_ACTIONS = {
 class OperatorAuditAdmin(ReadOnlyAdmin):
     """The audit log, newest first, filterable by action and searchable by target and actor."""
 
+    empty_text = (
+        "Nothing audited yet. Every operator action (cancel, requeue, retry now, pause, resume, "
+        "a concurrency limit, a schedule saved, triggered or removed) is recorded here with who did it."
+    )
+
     list_display = ("when", "actor", "action", "target_link")
     list_filter = ("action",)
     search_fields = ("target", "actor")

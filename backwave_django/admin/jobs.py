@@ -73,6 +73,7 @@ from .job_list import (
     job_cell,
     retrying_view,
     status_cell,
+    tags_cell,
     when_cell,
     with_last_failure,
 )
@@ -137,6 +138,29 @@ LIVE_REGIONS = "bw-tabs bw-object-tools bw-results bw-paginator"
 TITLES = {
     JobState.DEAD_LETTERED: "Dead-Lettered jobs",
     JobState.QUARANTINED: "Quarantined jobs",
+}
+
+
+#: What an empty list says: what lands on it and what to do (``docs/admin.md``, "Jobs").
+EMPTY_JOBS = (
+    "No jobs yet. Jobs show here once code enqueues them (enqueue(), docs/quickstart.md) or a "
+    "recurring schedule mints them."
+)
+EMPTY_FILTERED = "No job matches this search or filter. Clear it (All jobs, above) to see every job."
+EMPTY_RETRYING = (
+    "No job is waiting for a retry. A job that fails with attempts left waits here for its next "
+    "try, with its last failure under it."
+)
+EMPTY_TABS = {
+    JobState.DEAD_LETTERED: (
+        "No Dead-Lettered jobs. A job lands here when it fails on its last attempt, gives up "
+        "(Discard) or its lease expires on its last attempt; fix the cause, then requeue it from here "
+        "or from its page."
+    ),
+    JobState.QUARANTINED: (
+        "No Quarantined jobs. A job lands here when no handler is registered for its wire name or "
+        "its payload cannot be decoded; deploy the handler, then requeue it."
+    ),
 }
 
 
@@ -271,9 +295,21 @@ class JobRecordAdmin(ReadOnlyAdmin):
         data = getattr(response, "context_data", None) or {}
         cl = data.get("cl")
         if isinstance(cl, JobChangeList):
-            data["bw_whole_filter"] = whole_filter_buttons(request, cl)
+            # Nothing to act on: no "Requeue all 0 …" button, the empty state says what to do.
+            data["bw_whole_filter"] = whole_filter_buttons(request, cl) if cl.result_count else []
             data["bw_live"] = live_context("jobs", LIVE_REGIONS, refresh_interval_ms(cl.bw_build_seconds))
         return response
+
+    def empty_state(self, request: HttpRequest, changelist: Any) -> str:
+        """An empty tab says what lands in it; an empty filtered list, that nothing matches."""
+        if retrying_view(request) and not changelist.query:
+            return EMPTY_RETRYING
+        tab = failure_tab(request)
+        if tab is not None and not changelist.query:
+            return EMPTY_TABS[tab]
+        if changelist.query or changelist.has_active_filters:
+            return EMPTY_FILTERED
+        return EMPTY_JOBS
 
     # --- Columns and facts ---------------------------------------------------------------------
 
@@ -326,10 +362,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="attempt")
     def retry_attempt(self, job: JobRecord) -> str:
         return format_html(
-            '<span class="bw-nowrap">{} of {}</span>{}',
+            '<span class="bw-line"><span class="bw-nowrap">{} of {}</span>{}</span>',
             job.attempt,
             attempt_ceiling(job),
-            format_html("<br>{}", progress_bar(job.progress)) if job.progress else "",
+            format_html(" {}", progress_bar(job.progress)) if job.progress else "",
         )
 
     @admin.display(description="next try")
@@ -381,7 +417,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tags")
     def tag_pills(self, job: JobRecord) -> str:
-        return tag_pills(job.tags.all())
+        return tags_cell(job.tags.all())
 
     @admin.display(description="tags")
     def tag_list(self, job: JobRecord) -> str:

@@ -60,6 +60,11 @@ def _dead_letters_url(observer_id: str) -> str:
 class ObserverAdmin(ReadOnlyAdmin):
     """Every observer with a durable cursor: subscription, cursor, lag, lease, dead letters."""
 
+    empty_text = (
+        "No observers yet. An observer appears here once code registers one (docs/observers.md) "
+        "and a worker starts delivering the transition log to it."
+    )
+
     list_display = (
         "observer_id",
         "subscription",
@@ -158,6 +163,11 @@ class ObserverAdmin(ReadOnlyAdmin):
 
 class ObserverDeadLetterAdmin(ReadOnlyAdmin):
     """Deliveries observers gave up on, newest first, filterable by observer and state."""
+
+    empty_text = (
+        "No observer dead letters. A delivery lands here when an observer's handler keeps failing "
+        "on it past its retries; the observer's cursor moves on without it."
+    )
 
     list_display = ("observer_id", "position", "job", "state_badge", "attempt", "delivery_attempts", "when")
     list_filter = ("observer_id", "state")

@@ -54,6 +54,10 @@ class WorkerChangeList(ChangeList):
 class WorkerNodeAdmin(ReadOnlyAdmin):
     """The workers, most recently seen first: what each runs, its queues, and alive/stale."""
 
+    empty_text = (
+        "No worker has reported in. Start one with manage.py backwave_worker: it shows here "
+        "from its first heartbeat, with the queues it serves and what it runs."
+    )
     list_display = ("worker", "running", "queue_list", "last_seen", "status")
     list_display_links = None  # the worker cell links to the worker's page itself
     ordering = ("-last_seen_at",)

@@ -85,6 +85,10 @@ class WorkflowAdmin(ReadOnlyAdmin):
     """Workflows, newest first, and the read-only workflow page with its graph."""
 
     uuid_lookup = "workflow_id"  # a copied workflow id works in the URL
+    empty_text = (
+        "No workflows yet. A workflow shows here once code enqueues one (enqueue_workflow, "
+        "docs/workflows.md): its members, their states and the graph of what waits for what."
+    )
     list_display = ("name_link", "status_column", "member_states", "member_total", "created")
     list_display_links = None  # the name column links to the workflow page itself
     ordering = ("-created_at", "-workflow_id")  # along ``backwave_workflow_created``
@@ -206,7 +210,8 @@ class WorkflowAdmin(ReadOnlyAdmin):
         obj: Any = None,
     ) -> Any:
         if obj is not None:
-            context = {**_graph_context(obj), **context}
+            title = f"Workflow {obj.name or '(unnamed)'} {short_job_id(obj.workflow_id)}"
+            context = {**_graph_context(obj), **context, "title": title, "subtitle": None}
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
