@@ -37,6 +37,8 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
     )
 
     list_display = ("when", "actor", "action", "target_link")
+    # An entry's page shows the same cells: its time with its zone, never Django's date format.
+    fields = readonly_fields = list_display
     list_filter = ("action",)
     search_fields = ("target", "actor")
     search_help_text = "A job id, queue or schedule id (exact or part), or who acted."

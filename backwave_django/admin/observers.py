@@ -170,6 +170,8 @@ class ObserverDeadLetterAdmin(ReadOnlyAdmin):
     )
 
     list_display = ("observer_id", "position", "job", "state_badge", "attempt", "delivery_attempts", "when")
+    # A dead letter's page shows the same cells: its time with its zone, never Django's date format.
+    fields = readonly_fields = list_display
     list_filter = ("observer_id", "state")
     search_fields = ("=observer_id", "=job_id")
     ordering = ("-dead_lettered_at", "-position")

@@ -106,3 +106,32 @@ def test_the_worker_page_shows_its_queues_as_a_list_and_its_times_with_their_zon
     assert "a.m." not in html
     listing = admin_client.get(f"{ADMIN}/workernode/").content.decode()
     assert f'href="{quote(worker.worker_id)}/change/" data-testid="bw-worker-page-link"' in listing
+
+
+def test_no_console_page_shows_djangos_own_date_format(admin_client):
+    import uuid
+
+    from backwave_django.models import ObserverDeadLetter, OperatorAudit
+
+    audit = OperatorAudit.objects.create(
+        actor="alice", action="cancel", target=str(uuid.uuid4()), recorded_at=T0
+    )
+    letter = ObserverDeadLetter.objects.create(
+        observer_id="mailer",
+        position=7,
+        job_id=uuid.uuid4(),
+        ordinal=1,
+        state=JobState.SUCCEEDED,
+        attempt=1,
+        delivery_attempts=5,
+        dead_lettered_at=T0,
+    )
+    worker = WorkerNodeFactory()
+    for url in (
+        f"{ADMIN}/operatoraudit/{audit.pk}/change/",
+        f"{ADMIN}/observerdeadletter/{letter.pk}/change/",
+        f"{ADMIN}/workernode/{worker.pk}/change/",
+    ):
+        html = admin_client.get(url).content.decode()
+        assert "2026-01-01 00:00:00 UTC" in html, url
+        assert not re.search(r"Jan\. 1, 2026|midnight|\d [ap]\.m\.", html), url
