@@ -27,8 +27,6 @@ with contextlib.suppress(ImportError):
     from playwright.sync_api import expect
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from playwright.sync_api import Page, ViewportSize
 
 pytestmark = pytest.mark.browser
@@ -51,17 +49,11 @@ def shoot(page: Page, name: str) -> None:
         page.screenshot(path=os.path.join(SHOTS, name))
 
 
-def sign_in(new_page: Callable[..., Page], operator_page: Page, viewport: ViewportSize) -> Page:
-    """A page of the signed-in operator's browser context with the given window size."""
-    page = operator_page
-    page.set_viewport_size(viewport)
-    return page
-
-
 def above_the_fold(page: Page, test_id: str) -> bool:
     box = page.get_by_test_id(test_id).bounding_box()
     assert box is not None, test_id
-    return box["y"] + box["height"] <= page.viewport_size["height"] if page.viewport_size else False
+    assert page.viewport_size is not None
+    return box["y"] + box["height"] <= page.viewport_size["height"]
 
 
 def test_the_job_page_leads_with_state_cause_and_last_failure_above_the_fold(operator_page: Page) -> None:
@@ -127,7 +119,9 @@ def _many_jobs(count: int) -> None:
 
 
 @pytest.mark.parametrize("viewport", [SMALL, LARGE], ids=["1280x800", "1920x1080"])
-def test_the_job_list_is_compact_and_never_scrolls_sideways(operator_page: Page, viewport: ViewportSize) -> None:
+def test_the_job_list_is_compact_and_never_scrolls_sideways(
+    operator_page: Page, viewport: ViewportSize
+) -> None:
     _many_jobs(24)
     page = operator_page
     page.set_viewport_size(viewport)
