@@ -72,7 +72,7 @@ class WorkerNodeAdmin(ReadOnlyAdmin):
         return self.get_queryset(request).filter(worker_id=object_id).first()
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
-        return [(None, {"fields": WORKER_FACTS}), ("Running", {"fields": ("running_jobs",)})]
+        return [("Worker", {"fields": WORKER_FACTS}), ("Running", {"fields": ("running_jobs",)})]
 
     def render_change_form(
         self,
