@@ -454,7 +454,8 @@ class ConsoleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         response = super().changelist_view(request, context)
         data = getattr(response, "context_data", None)
         changelist = data.get("cl") if data else None
-        if data is not None and isinstance(changelist, ChangeList) and not changelist.result_count:
+        # The rows shown, not the count: a large table's count is an estimate that can be stale.
+        if data is not None and isinstance(changelist, ChangeList) and not changelist.result_list:
             data["bw_empty"] = self.empty_state(request, changelist)
         return response
 

@@ -296,7 +296,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         cl = data.get("cl")
         if isinstance(cl, JobChangeList):
             # Nothing to act on: no "Requeue all 0 …" button, the empty state says what to do.
-            data["bw_whole_filter"] = whole_filter_buttons(request, cl) if cl.result_count else []
+            data["bw_whole_filter"] = whole_filter_buttons(request, cl) if cl.result_list else []
             data["bw_live"] = live_context("jobs", LIVE_REGIONS, refresh_interval_ms(cl.bw_build_seconds))
         return response
 
