@@ -135,3 +135,15 @@ def test_no_console_page_shows_djangos_own_date_format(admin_client):
         html = admin_client.get(url).content.decode()
         assert "2026-01-01 00:00:00 UTC" in html, url
         assert not re.search(r"Jan\. 1, 2026|midnight|\d [ap]\.m\.", html), url
+
+
+def test_the_dashboards_busy_hour_note_shows_its_instant_as_every_page_does():
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    chart = SimpleNamespace(recording=True, counted_from=T0, width=10, height=10)
+    html = render_to_string("admin/backwave_django/dashboard_chart.html", {"chart": chart})
+    note = re.search(r'data-testid="bw-throughput-partial">(.*?)</span>', html, re.S)
+    assert note
+    assert "2026-01-01 00:00:00 UTC" in note.group(1)
