@@ -14,11 +14,12 @@ is downloaded) and saves, one per page of the console (docs/admin.md shows each)
     retrying.png         the Retrying view: jobs waiting for their next try, each with its last failure
     failures.png         the job list's Dead-Lettered tab, each job with its cause
     requeue-all.png      the confirmation of "Requeue all … Dead-Lettered"
-    job-detail.png       a Dead-Lettered job: its facts and its transition log
+    job-detail.png       a Dead-Lettered job: state, cause and last failure, then its attempts
     queues.png           the Queues page: status, latency, throughput, jobs by state, controls
     schedules.png        the recurring schedules
     schedule-form.png    adding a schedule: the form, with the registered jobs to choose from
     workers.png          the workers and what each is running
+    worker.png           one worker's page: its queues as a list, its times, what it runs
     audit.png            the operator audit
 
 ``--db PATH`` keeps the seeded SQLite database at PATH (seeded only when the file does not exist
@@ -191,10 +192,9 @@ def take_screenshots(base_url: str, password: str, out: Path) -> None:
         retried = rows.filter(has_not_text="attempt 1 / 1")
         row = retried.first if retried.count() else rows.first
         row.locator("a.bw-job-link").click()
-        log = page.get_by_test_id("bw-transition-log")
-        expect(log).to_be_visible()
-        # The facts are taller than the window: show the end of the page, where the transition log is.
-        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+        # The page leads with the answer: state, cause, last failure, then the attempts.
+        expect(page.get_by_test_id("bw-summary")).to_be_visible()
+        expect(page.get_by_test_id("bw-attempts")).to_be_visible()
         shoot(page, out, "job-detail.png")
 
         page.goto("/admin/backwave_django/queuesettings/")
@@ -210,6 +210,10 @@ def take_screenshots(base_url: str, password: str, out: Path) -> None:
         page.goto("/admin/backwave_django/workernode/")
         hold_still(page)
         shoot(page, out, "workers.png")
+
+        page.get_by_test_id("bw-worker-page-link").first.click()
+        expect(page.get_by_test_id("bw-worker-queues")).to_be_visible()
+        shoot(page, out, "worker.png")
 
         page.goto("/admin/backwave_django/operatoraudit/")
         shoot(page, out, "audit.png")

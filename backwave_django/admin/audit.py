@@ -31,7 +31,14 @@ QUEUE_ACTIONS = {
 class OperatorAuditAdmin(ReadOnlyAdmin):
     """The audit log, newest first, filterable by action and searchable by target and actor."""
 
+    empty_text = (
+        "Nothing audited yet. Every operator action (cancel, requeue, retry now, pause, resume, "
+        "a concurrency limit, a schedule saved, triggered or removed) is recorded here with who did it."
+    )
+
     list_display = ("when", "actor", "action", "target_link")
+    # An entry's page shows the same cells: its time with its zone, never Django's date format.
+    fields = readonly_fields = list_display
     list_filter = ("action",)
     search_fields = ("target", "actor")
     search_help_text = "A job id, queue or schedule id (exact or part), or who acted."

@@ -24,12 +24,15 @@ from typing import Any, TypeVar, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import quote
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.text import capfirst
 
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
 from ..core.states import JobState
@@ -287,6 +290,11 @@ def progress_bar(value: Any, *, detail: bool = False, sensitive: bool = False) -
     )
 
 
+def worker_url(worker_id: str) -> str:
+    """The page of the worker ``worker_id`` (the Workers admin opens a worker by its id)."""
+    return reverse("admin:backwave_django_workernode_change", args=[quote(worker_id)])
+
+
 def workflow_link(workflow_id: uuid.UUID | None) -> str:
     """A job's workflow: a link to the workflow's page, by name; "—" for a job outside workflows."""
     if workflow_id is None:
@@ -416,13 +424,54 @@ def bulk_operator_action(
 
 
 class ConsoleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """A console changelist whose bulk actions refuse a malformed selection.
+    """A console page: titles that name the page, an empty list that says what to do, and bulk
+    actions that refuse a malformed selection.
+
+    Titles: the list is titled by what it lists ("Workflows"), an object's page by what it is
+    ("Workflow nightly import"), never Django's "Select workflow to view" or "View workflow"
+    (a page may set its own). An empty list shows :meth:`empty_state`: what lands in it and how
+    (``empty_text``), or, when a search or filter emptied it, that nothing matches.
 
     Django filters ``pk__in=<the posted _selected_action values>`` as given, so a value that is not
     a primary key of this model (``abc``, a job's UUID, ``1;DROP TABLE x``, a number out of range)
     would raise inside the action: a server error. Each value is checked first; one bad value
     refuses the whole request with a message, and nothing is changed.
     """
+
+    #: What an empty, unfiltered list says: what lands in it, and how.
+    empty_text = ""
+    #: What a list emptied by a search or a filter says.
+    EMPTY_FILTERED = "Nothing matches this search or filter. Clear it to see everything listed here."
+
+    def empty_state(self, request: HttpRequest, changelist: ChangeList) -> str:
+        """The sentence an empty list shows instead of a bare count of 0."""
+        if changelist.query or changelist.has_active_filters:
+            return self.EMPTY_FILTERED
+        return self.empty_text or f"No {self.opts.verbose_name_plural} yet."
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        context = {"title": capfirst(str(self.opts.verbose_name_plural)), **(extra_context or {})}
+        response = super().changelist_view(request, context)
+        data = getattr(response, "context_data", None)
+        changelist = data.get("cl") if data else None
+        # The rows shown, not the count: a large table's count is an estimate that can be stale.
+        if data is not None and isinstance(changelist, ChangeList) and not changelist.result_list:
+            data["bw_empty"] = self.empty_state(request, changelist)
+        return response
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> Any:
+        name = str(self.opts.verbose_name)
+        if obj is not None and str(context.get("title")) in (f"View {name}", f"Change {name}"):
+            context = {**context, "title": f"{capfirst(name)} {obj}", "subtitle": None}
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def response_action(
         self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any

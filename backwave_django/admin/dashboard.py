@@ -34,6 +34,7 @@ from .console import (
     BREADCRUMBS_AS_LIST,
     live_context,
     refresh_interval_ms as refresh_interval_ms,  # re-exported: tests pin it here
+    worker_url,
 )
 from .display import (
     STATE_TONES,
@@ -67,13 +68,12 @@ def job_url(sequence: int) -> str:
 
 
 def countdown(left: timedelta | None) -> str:
-    """A lease's time left: ``0m 42s``, ``expired`` (awaiting the sweep), or ``—`` without a lease."""
+    """A lease's time left: ``42 s left``, ``expired`` (awaiting the sweep), or ``—`` without a lease."""
     if left is None:
         return "—"
     if left <= timedelta(0):
         return "expired"
-    minutes, seconds = divmod(int(left.total_seconds()), 60)
-    return f"{minutes}m {seconds:02d}s"
+    return f"{short_duration(left)} left"
 
 
 # --- The throughput chart --------------------------------------------------------------------
@@ -261,6 +261,7 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
             "url": job_url(job.sequence),
             "expiry": SafeString(timestamp(job.lease_expiry, relative=False)),
             "countdown": countdown(job.lease_left),
+            "worker_url": worker_url(job.lease_owner) if job.lease_owner else "",
         }
         for job in view.executing
     ]
@@ -286,7 +287,11 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         for entry in view.latency
     ]
     workers = [
-        {"worker": worker, "seen": SafeString(timestamp(worker.last_seen_at, now=now, label="seen"))}
+        {
+            "worker": worker,
+            "seen": SafeString(timestamp(worker.last_seen_at, now=now, label="seen")),
+            "url": worker_url(worker.worker_id),
+        }
         for worker in view.workers
     ]
     schedule_problems = [

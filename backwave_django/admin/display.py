@@ -4,6 +4,8 @@
   to the second and with the zone's name, never broken over lines, and with the time relative
   to now beside them: ``2026-12-01 13:44:09 UTC`` · ``3 min ago`` (:func:`timestamp`). The
   ``<time>`` element carries the UTC instant for machines and as its tooltip.
+- **Durations** (an attempt's run time, a queue's latency, a lease's time left) are one format
+  in the same units: ``3.25 s``, ``3 min 07 s``, ``2 h 05 min`` (:func:`short_duration`).
 - **Job ids** are time-ordered (``core/ids.py``, UUIDv7: the first twelve hex digits are the
   enqueue time), so jobs enqueued together share their start. A short id is the random end of the
   id instead, ``…3f9a12bc`` (:func:`short_job_id`); the full id is its tooltip and copy button.
@@ -126,18 +128,26 @@ def stored_timestamp(text: str | None, *, now: datetime | None = None) -> str:
 
 
 def short_duration(delta: timedelta) -> str:
-    """``45s``, ``3m 07s``, ``2h 05m``, ``3d 4h``: an age or a countdown, to the useful precision."""
-    seconds = max(int(delta.total_seconds()), 0)
+    """A duration, an age or a countdown, in the units :func:`relative_time` uses, to the useful
+    precision: ``0.35 s``, ``45 s``, ``3 min 07 s``, ``2 h 05 min``, ``3 days 4 h``.
+
+    The one duration format of the console (an attempt's run time, a queue's latency, a lease's
+    time left, a workflow's age): under ten seconds to the hundredth, as attempts often are.
+    """
+    total = max(delta.total_seconds(), 0.0)
+    if total < 10:
+        return f"{total:.2f}".rstrip("0").rstrip(".") + " s"
+    seconds = int(total)
     if seconds < 60:
-        return f"{seconds}s"
+        return f"{seconds} s"
     minutes, seconds = divmod(seconds, 60)
     if minutes < 60:
-        return f"{minutes}m {seconds:02d}s"
+        return f"{minutes} min {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     if hours < 24:
-        return f"{hours}h {minutes:02d}m"
+        return f"{hours} h {minutes:02d} min"
     days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
+    return f"{days} day{'s' if days != 1 else ''} {hours} h"
 
 
 # --- Job ids -------------------------------------------------------------------------------------

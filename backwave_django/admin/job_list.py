@@ -7,10 +7,12 @@ the queue settings, the schedules, the workers) rather than from the jobs; the t
 facets and a search box over the tags) is in :mod:`.job_tags`. The Retrying view (``?retrying=1``)
 is a filter too, with the last failure of each row it shows read in the same query.
 
-The cells are built to fit beside the admin's two sidebars at 1280 px: each stacks what belongs
-together (a job's wire name, short id and queue; its state, attempt, priority and progress), and
-the text an operator opened a failure list for, a terminal cause or a last failure, is a line of
-its own under its row (:class:`JobChangeList`), wrapped at words across the table's whole width.
+The cells keep each row to one line, so 15 and more jobs fit in a 1280 x 800 window: each puts
+what belongs together side by side (a job's wire name, short id and queue; its state, attempt,
+priority and progress; its tags), cut short where the column ends with the whole text as its
+tooltip (the console's styles, ``.bw-line``). Times are never cut. The text an operator opened a
+failure list for, a terminal cause or a last failure, is a line of its own under its row
+(:class:`JobChangeList`), wrapped at words across the table's whole width.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from ..core.job_filter import (
 from ..core.states import JobState, TerminalStateClass
 from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
 from .console import HIDDEN_TEXT, attempt_ceiling, discarded_marker, progress_bar
-from .display import copy_button, job_state_badge, short_job_id, timestamp
+from .display import copy_button, job_state_badge, short_job_id, tag_pills, timestamp
 
 #: Filtered job lists are counted exactly up to this many rows and shown as "1,000+" beyond: a
 #: count that stops early costs the same on any table size (20 pages of 50; narrow the filter for more).
@@ -321,10 +323,12 @@ def cause_cell(job: JobRecord) -> str:
 
 
 def job_cell(job: JobRecord) -> str:
-    """The job: its wire name (the link to it), then its short id with a copy button and its queue."""
+    """The job on one line: its wire name (the link to it, cut short with the whole name as its
+    tooltip), its short id with a copy button, and its queue."""
     return format_html(
-        '<a href="{}/change/" class="bw-job-link" title="{}">{}</a>'
-        '<span class="bw-job-meta"><code title="{}">{}</code> {} <span class="bw-quiet">{}</span></span>',
+        '<span class="bw-line bw-job-line"><a href="{}/change/" class="bw-job-link" title="{}">{}</a>'
+        '<span class="bw-job-meta"><code title="{}">{}</code> {} '
+        '<span class="bw-quiet bw-job-queue" title="queue {}">{}</span></span></span>',
         job.pk,
         f"{job.wire_name} {job.job_id}",
         job.wire_name,
@@ -332,22 +336,26 @@ def job_cell(job: JobRecord) -> str:
         short_job_id(job.job_id),
         copy_button(str(job.job_id)),
         job.queue,
+        job.queue,
     )
 
 
 def status_cell(job: JobRecord) -> str:
-    """The state badge (and the Discarded marker), then attempt / ceiling, a priority other than 0
-    and the progress bar."""
+    """On one line: the state badge (and the Discarded marker), attempt / ceiling, a priority
+    other than 0 and the progress bar."""
     facts = [f"attempt {job.attempt} / {attempt_ceiling(job)}"]
     if job.priority:
         facts.append(f"priority {job.priority:+d}")
     marker = discarded_marker(job)
+    text = " · ".join(facts)
     return format_html(
-        '<span class="bw-status">{}{}</span><small class="bw-facts bw-quiet">{}</small>{}',
+        '<span class="bw-line bw-status-line" title="{}"><span class="bw-status">{}{}</span> '
+        '<small class="bw-facts bw-quiet">{}</small>{}</span>',
+        text,
         job_state_badge(job.state),
         format_html(" {}", marker) if marker else "",
-        " · ".join(facts),
-        format_html('<span class="bw-status-progress">{}</span>', progress_bar(job.progress))
+        text,
+        format_html(' <span class="bw-status-progress">{}</span>', progress_bar(job.progress))
         if job.progress
         else "",
     )
@@ -358,6 +366,18 @@ def when_cell(job: JobRecord, now: datetime) -> str:
     if job.terminal_at is not None:
         return timestamp(job.terminal_at, now=now, label="ended")
     return timestamp(job.due_time, now=now, label="due")
+
+
+def tags_cell(tags: Any) -> str:
+    """A job's tags on one line, cut short with every tag in the tooltip; "—" for none."""
+    tags = list(tags)
+    if not tags:
+        return "—"
+    return format_html(
+        '<span class="bw-line bw-tag-line" title="{}">{}</span>',
+        ", ".join(str(tag) for tag in tags),
+        tag_pills(tags),
+    )
 
 
 # --- The list's views ----------------------------------------------------------------------------

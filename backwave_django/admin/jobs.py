@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -25,11 +25,10 @@ from django.utils.safestring import SafeString
 from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
-from ..models import JobDependency, JobRecord, JobTransition, RecurringSchedule
+from ..models import JobDependency, JobRecord, RecurringSchedule
 from ..monitor.search import search_jobs
 from .console import (
     CANCEL_PERMISSION,
-    DETAIL_ROWS,
     HIDDEN_TEXT,
     REQUEUE_PERMISSION,
     Acted,
@@ -75,9 +74,11 @@ from .job_list import (
     job_cell,
     retrying_view,
     status_cell,
+    tags_cell,
     when_cell,
     with_last_failure,
 )
+from .job_page import linked_jobs, page_context
 from .job_tags import TagFilter, suggestions_response
 
 if TYPE_CHECKING:
@@ -95,30 +96,37 @@ FAILURE_TABS = (
 )
 
 
-#: The facts table of the job detail page, in order.
-JOB_FACTS = (
-    "job_id_copy",
-    "wire_name",
-    "queue",
-    "state_badge",
-    "attempt_of",
-    "priority",
-    "unique_key_view",
-    "due_at",
-    "enqueued_at_utc",
-    "lease_owner",
-    "lease_expiry_utc",
-    "cancel_requested_text",
-    "terminal_at_utc",
-    "terminal_cause",
-    "parents_remaining",
-    "mode",
-    "minted_by",
-    "workflow",
-    "tag_list",
-    "trace_context_view",
-    "sequence",
+#: The job detail page's fields, in groups drawn several to a line (the state, cause and last
+#: failure lead the page instead: ``job_page.summary``).
+JOB_FIELD_GROUPS = (
+    (
+        "Job",
+        (
+            "job_id_copy",
+            "wire_name",
+            "queue",
+            "state_badge",
+            "attempt_of",
+            "priority",
+            "sequence",
+            "mode",
+            "unique_key_view",
+        ),
+    ),
+    (
+        "Times and lease",
+        (
+            "enqueued_at_utc",
+            "due_at",
+            "terminal_at_utc",
+            "lease_owner",
+            "lease_expiry_utc",
+            "cancel_requested_text",
+        ),
+    ),
+    ("Relations", ("parents_remaining", "minted_by", "workflow", "tag_list", "trace_context_view")),
 )
+JOB_FACTS = tuple(name for _, fields in JOB_FIELD_GROUPS for name in fields)
 SENSITIVE_FIELDS = ("payload_view", "output_view")
 #: The job's own policy, stored on the row (or the settings' when the row predates the columns).
 POLICY_FIELDS = ("max_attempts_policy", "backoff_policy", "timeout_policy")
@@ -131,6 +139,29 @@ LIVE_REGIONS = "bw-tabs bw-object-tools bw-results bw-paginator"
 TITLES = {
     JobState.DEAD_LETTERED: "Dead-Lettered jobs",
     JobState.QUARANTINED: "Quarantined jobs",
+}
+
+
+#: What an empty list says: what lands on it and what to do (``docs/admin.md``, "Jobs").
+EMPTY_JOBS = (
+    "No jobs yet. Jobs show here once code enqueues them (enqueue(), docs/quickstart.md) or a "
+    "recurring schedule mints them."
+)
+EMPTY_FILTERED = "No job matches this search or filter. Clear it (All jobs, above) to see every job."
+EMPTY_RETRYING = (
+    "No job is waiting for a retry. A job that fails with attempts left waits here for its next "
+    "try, with its last failure under it."
+)
+EMPTY_TABS = {
+    JobState.DEAD_LETTERED: (
+        "No Dead-Lettered jobs. A job lands here when it fails on its last attempt, gives up "
+        "(Discard) or its lease expires on its last attempt; fix the cause, then requeue it from here "
+        "or from its page."
+    ),
+    JobState.QUARANTINED: (
+        "No Quarantined jobs. A job lands here when no handler is registered for its wire name or "
+        "its payload cannot be decoded; deploy the handler, then requeue it."
+    ),
 }
 
 
@@ -261,9 +292,21 @@ class JobRecordAdmin(ReadOnlyAdmin):
         cl = data.get("cl")
         if isinstance(cl, JobChangeList):
             report_filter(self, request, cl)
-            data["bw_whole_filter"] = whole_filter_buttons(request, cl)
+            # Nothing to act on: no "Requeue all 0 …" button, the empty state says what to do.
+            data["bw_whole_filter"] = whole_filter_buttons(request, cl) if cl.result_list else []
             data["bw_live"] = live_context("jobs", LIVE_REGIONS, refresh_interval_ms(cl.bw_build_seconds))
         return response
+
+    def empty_state(self, request: HttpRequest, changelist: Any) -> str:
+        """An empty tab says what lands in it; an empty filtered list, that nothing matches."""
+        if retrying_view(request) and not changelist.query:
+            return EMPTY_RETRYING
+        tab = failure_tab(request)
+        if tab is not None and not changelist.query:
+            return EMPTY_TABS[tab]
+        if changelist.query or changelist.has_active_filters:
+            return EMPTY_FILTERED
+        return EMPTY_JOBS
 
     # --- Columns and facts ---------------------------------------------------------------------
 
@@ -316,10 +359,10 @@ class JobRecordAdmin(ReadOnlyAdmin):
     @admin.display(description="attempt")
     def retry_attempt(self, job: JobRecord) -> str:
         return format_html(
-            '<span class="bw-nowrap">{} of {}</span>{}',
+            '<span class="bw-line"><span class="bw-nowrap">{} of {}</span>{}</span>',
             job.attempt,
             attempt_ceiling(job),
-            format_html("<br>{}", progress_bar(job.progress)) if job.progress else "",
+            format_html(" {}", progress_bar(job.progress)) if job.progress else "",
         )
 
     @admin.display(description="next try")
@@ -371,7 +414,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tags")
     def tag_pills(self, job: JobRecord) -> str:
-        return tag_pills(job.tags.all())
+        return tags_cell(job.tags.all())
 
     @admin.display(description="tags")
     def tag_list(self, job: JobRecord) -> str:
@@ -411,8 +454,9 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> _FieldsetSpec:
         allowed = can_view_sensitive(request)
         sensitive = SENSITIVE_FIELDS if allowed else ("sensitive_hidden",)
+        groups: _FieldsetSpec = [(name, {"fields": fields}) for name, fields in JOB_FIELD_GROUPS]
         return [
-            (None, {"fields": JOB_FACTS}),
+            *groups,
             ("Policy", {"fields": POLICY_FIELDS}),
             ("Progress", {"fields": ("progress_view" if allowed else "progress_public",)}),
             ("Payload and output", {"fields": sensitive}),
@@ -449,9 +493,9 @@ class JobRecordAdmin(ReadOnlyAdmin):
             "bw_sensitive": sensitive,
             "bw_hidden_text": HIDDEN_TEXT,
             "bw_history_off": get_settings().history is HistoryPolicy.OFF,
-            "bw_timeline": _timeline(job, sensitive=sensitive),
-            "bw_parents": _linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
-            "bw_children": _linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
+            **page_context(request, job, sensitive=sensitive),
+            "bw_parents": linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
+            "bw_children": linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
             "bw_can_cancel": not state.is_terminal and self.has_cancel_permission(request),
             "bw_can_requeue": state in (JobState.DEAD_LETTERED, JobState.QUARANTINED)
             and self.has_requeue_permission(request),
@@ -541,39 +585,3 @@ class JobRecordAdmin(ReadOnlyAdmin):
         self.log_change(request, job, f"{verb}: {labels[result]}")
         result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))
-
-
-def _timeline(job: JobRecord, *, sensitive: bool) -> list[dict[str, Any]]:
-    """The transition log, newest first. Failure detail is read only for a viewer who may see it."""
-    entries = JobTransition.objects.filter(job_id=job.pk).order_by("-ordinal")
-    columns = ["ordinal", "state", "attempt", "actor", "recorded_at", "failed"]
-    if sensitive:
-        columns.append("failure_detail")
-    rows = entries.annotate(
-        failed=ExpressionWrapper(Q(failure_detail__isnull=False), output_field=BooleanField())
-    ).values(*columns)
-    return [
-        {
-            **row,
-            "badge": SafeString(job_state_badge(row["state"])),
-            "when": SafeString(timestamp(row["recorded_at"])),
-            "detail": row.get("failure_detail"),
-        }
-        for row in rows
-    ]
-
-
-def _linked_jobs(edges: QuerySet[JobDependency], side: str) -> list[dict[str, Any]]:
-    """The jobs on one side (``parent`` or ``child``) of some dependency edges, as link rows."""
-    rows = edges.order_by(f"{side}_id").values_list(
-        f"{side}__sequence", f"{side}__job_id", f"{side}__wire_name", f"{side}__state"
-    )[:DETAIL_ROWS]
-    return [
-        {
-            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
-            "job_id": job_id,
-            "wire_name": wire_name,
-            "badge": SafeString(job_state_badge(state)),
-        }
-        for pk, job_id, wire_name, state in rows
-    ]

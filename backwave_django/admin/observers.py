@@ -60,6 +60,11 @@ def _dead_letters_url(observer_id: str) -> str:
 class ObserverAdmin(ReadOnlyAdmin):
     """Every observer with a durable cursor: subscription, cursor, lag, lease, dead letters."""
 
+    empty_text = (
+        "No observers yet. An observer appears here once code registers one (docs/observers.md) "
+        "and a worker starts delivering the transition log to it."
+    )
+
     list_display = (
         "observer_id",
         "subscription",
@@ -159,7 +164,14 @@ class ObserverAdmin(ReadOnlyAdmin):
 class ObserverDeadLetterAdmin(ReadOnlyAdmin):
     """Deliveries observers gave up on, newest first, filterable by observer and state."""
 
+    empty_text = (
+        "No observer dead letters. A delivery lands here when an observer's handler keeps failing "
+        "on it past its retries; the observer's cursor moves on without it."
+    )
+
     list_display = ("observer_id", "position", "job", "state_badge", "attempt", "delivery_attempts", "when")
+    # A dead letter's page shows the same cells: its time with its zone, never Django's date format.
+    fields = readonly_fields = list_display
     list_filter = ("observer_id", "state")
     search_fields = ("=observer_id", "=job_id")
     ordering = ("-dead_lettered_at", "-position")

@@ -213,6 +213,11 @@ class RecurringScheduleAdmin(ConsoleAdmin):
     re-applies the settings, so an edit would not stick.
     """
 
+    empty_text = (
+        "No recurring schedules. Add one with the button above, or declare it in settings "
+        "(BACKWAVE[\"SCHEDULES\"], docs/schedules.md): a worker mints a job at each tick."
+    )
+
     form = RecurringScheduleForm
     # Five columns that fit at 1280 px: the schedule (its job and queue under it), when it runs
     # (the cron in words, the expression and the zone), the next due time, how it catches up,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..core.states import JobState
 from ..core.workflows import topological_depths
-from .display import STATE_TONES
+from .display import STATE_TONES, short_job_id
 
 NODE_WIDTH = 196
 NODE_HEIGHT = 46
@@ -67,7 +67,9 @@ class Node:
 
     @property
     def short_id(self) -> str:
-        return str(self.member.job_id)[:8]
+        """The random end of the id, as everywhere in the console: the start is the enqueue time,
+        the same for members enqueued together."""
+        return short_job_id(self.member.job_id)
 
     @property
     def pill_width(self) -> int:

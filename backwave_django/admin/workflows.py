@@ -20,7 +20,6 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..core.states import JobState, WorkflowStatus
@@ -28,7 +27,7 @@ from ..core.workflows import topological_order, workflow_status_of
 from ..models import JobRecord, Workflow, WorkflowEdge
 from ..store.workflows import member_counts
 from .console import ReadOnlyAdmin
-from .display import STATE_TONES, format_instant, job_state_badge, short_duration, tone_badge
+from .display import STATE_TONES, job_state_badge, short_job_id, timestamp, tone_badge
 from .job_list import EstimatedCountPaginator
 from .workflow_graph import Member, layout
 
@@ -86,7 +85,11 @@ class WorkflowAdmin(ReadOnlyAdmin):
     """Workflows, newest first, and the read-only workflow page with its graph."""
 
     uuid_lookup = "workflow_id"  # a copied workflow id works in the URL
-    list_display = ("name_link", "status_column", "member_states", "member_total", "age", "created")
+    empty_text = (
+        "No workflows yet. A workflow shows here once code enqueues one (enqueue_workflow, "
+        "docs/workflows.md): its members, their states and the graph of what waits for what."
+    )
+    list_display = ("name_link", "status_column", "member_states", "member_total", "created")
     list_display_links = None  # the name column links to the workflow page itself
     ordering = ("-created_at", "-workflow_id")  # along ``backwave_workflow_created``
     sortable_by = ()
@@ -129,10 +132,12 @@ class WorkflowAdmin(ReadOnlyAdmin):
     @admin.display(description="workflow")
     def name_link(self, workflow: Workflow) -> str:
         return format_html(
-            '<a href="{}/change/" data-testid="bw-workflow-row">{}</a> <code class="bw-quiet">{}…</code>',
+            '<a href="{}/change/" data-testid="bw-workflow-row">{}</a> '
+            '<code class="bw-quiet" title="{}">{}</code>',
             workflow.pk,
             workflow.name or "(unnamed)",
-            str(workflow.workflow_id)[:8],
+            workflow.workflow_id,
+            short_job_id(workflow.workflow_id),
         )
 
     @admin.display(description="status")
@@ -147,13 +152,9 @@ class WorkflowAdmin(ReadOnlyAdmin):
     def member_total(self, workflow: Workflow) -> str:
         return f"{sum(getattr(workflow, 'bw_counts', {}).values()):,}"
 
-    @admin.display(description="age")
-    def age(self, workflow: Workflow) -> str:
-        return short_duration(timezone.now() - workflow.created_at)
-
     @admin.display(description="created")
     def created(self, workflow: Workflow) -> str:
-        return format_instant(workflow.created_at)
+        return timestamp(workflow.created_at)
 
     # --- The workflow page's facts ---------------------------------------------------------------
 
@@ -172,9 +173,7 @@ class WorkflowAdmin(ReadOnlyAdmin):
 
     @admin.display(description="created")
     def created_view(self, workflow: Workflow) -> str:
-        age = short_duration(timezone.now() - workflow.created_at)
-        created = format_instant(workflow.created_at)
-        return format_html("{} <small class='bw-quiet'>({} ago)</small>", created, age)
+        return timestamp(workflow.created_at)
 
     @admin.display(description="restarted from")
     def restarted_from_view(self, workflow: Workflow) -> str:
@@ -211,7 +210,8 @@ class WorkflowAdmin(ReadOnlyAdmin):
         obj: Any = None,
     ) -> Any:
         if obj is not None:
-            context = {**_graph_context(obj), **context}
+            title = f"Workflow {obj.name or '(unnamed)'} {short_job_id(obj.workflow_id)}"
+            context = {**_graph_context(obj), **context, "title": title, "subtitle": None}
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
@@ -242,7 +242,10 @@ def _graph_context(workflow: Workflow) -> dict[str, Any]:
             "job_id": job_id,
             "wire_name": members[job_id].wire_name,
             "badge": job_state_badge(members[job_id].state),
-            "parents": [{"url": urls[p], "short": str(p)[:8], "job_id": p} for p in parents.get(job_id, ())],
+            "short": short_job_id(job_id),
+            "parents": [
+                {"url": urls[p], "short": short_job_id(p), "job_id": p} for p in parents.get(job_id, ())
+            ],
         }
         for job_id in order
     ]

@@ -7,7 +7,9 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.jobs`: :func:`get_job`, :func:`job_content`, :func:`list_jobs` (a :class:`JobQuery`, with
   the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
   ``sequence``) and :func:`count_jobs`;
-- :mod:`.history`: :func:`job_history` (the transition log) and :func:`dependency_edges`;
+- :mod:`.history`: :func:`job_history` (the transition log), :func:`transition_log` (the log as
+  stored, with or without failure detail) and :func:`dependency_edges`;
+- :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log);
 - :mod:`.queues`: :func:`is_queue_in_use` and :func:`queue_use` (does a declared job, a schedule, the
   settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
 - :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
@@ -21,6 +23,7 @@ describes each read, its ordering and its cost at scale.
 
 from __future__ import annotations
 
+from .attempts import Attempt, AttemptOutcome, attempts_from_log, job_attempts
 from .dashboard import (
     PREVIEW_ROWS,
     SERIES,
@@ -57,7 +60,7 @@ from .dashboard import (
     worker_stale_after,
     worker_statuses,
 )
-from .history import HistoryEntry, dependency_edges, job_history
+from .history import HistoryEntry, dependency_edges, job_history, transition_log
 from .jobs import (
     MAX_PAGE,
     HasKey,
@@ -88,6 +91,8 @@ __all__ = [
     "STATE_ORDER",
     "THROUGHPUT_MINUTES",
     "THROUGHPUT_SCAN_LIMIT",
+    "Attempt",
+    "AttemptOutcome",
     "ExecutingJob",
     "FailedJob",
     "HasKey",
@@ -114,6 +119,7 @@ __all__ = [
     "Throughput",
     "WorkerJobs",
     "WorkerStatus",
+    "attempts_from_log",
     "count_jobs",
     "declared_queues",
     "dependency_edges",
@@ -122,6 +128,7 @@ __all__ = [
     "get_job",
     "is_queue_in_use",
     "is_worker_live",
+    "job_attempts",
     "job_content",
     "job_history",
     "list_jobs",
@@ -144,6 +151,7 @@ __all__ = [
     "suggest_tags",
     "tag_facet",
     "throughput",
+    "transition_log",
     "with_tags",
     "worker_stale_after",
     "worker_statuses",

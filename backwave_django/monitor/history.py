@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
 from ..core.validation import require_uuid
@@ -33,6 +35,9 @@ class HistoryEntry:
     actor: str
     recorded_at: datetime
     failure_detail: str | None
+    #: Whether the entry recorded a failure (it carries failure detail), known even when
+    #: :func:`transition_log` was asked not to read the detail itself.
+    failed: bool = False
 
 
 def job_history(job_id: uuid.UUID) -> list[HistoryEntry]:
@@ -44,22 +49,38 @@ def job_history(job_id: uuid.UUID) -> list[HistoryEntry]:
     require_uuid("job_id", job_id)
     if get_settings().history is HistoryPolicy.OFF:
         return []
+    return transition_log(job_id)
+
+
+def transition_log(job_id: uuid.UUID, *, failure_detail: bool = True) -> list[HistoryEntry]:
+    """The job's transition log as stored, oldest first, whatever ``HISTORY`` says now (the job
+    page shows what an earlier setting recorded, and says that recording is off).
+
+    With ``failure_detail=False`` the detail is never read (a viewer without the sensitive
+    permission): each entry's ``failure_detail`` is None and ``failed`` still says which failed.
+    """
+    require_uuid("job_id", job_id)
+    columns = ["ordinal", "state", "attempt", "actor", "recorded_at", "failed"]
+    if failure_detail:
+        columns.append("failure_detail")
     rows = (
         JobTransition.objects.using(jobs_database())
         .filter(job__job_id=job_id)
+        .annotate(failed=ExpressionWrapper(Q(failure_detail__isnull=False), output_field=BooleanField()))
         .order_by("ordinal")
-        .values_list("ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail")
+        .values(*columns)
     )
     return [
         HistoryEntry(
-            ordinal=ordinal,
-            state=JobState(state),
-            attempt=attempt,
-            actor=actor,
-            recorded_at=recorded_at,
-            failure_detail=detail,
+            ordinal=row["ordinal"],
+            state=JobState(row["state"]),
+            attempt=row["attempt"],
+            actor=row["actor"],
+            recorded_at=row["recorded_at"],
+            failure_detail=row.get("failure_detail"),
+            failed=bool(row["failed"]),
         )
-        for ordinal, state, attempt, actor, recorded_at, detail in rows
+        for row in rows
     ]
 
 

@@ -169,7 +169,7 @@ def test_health_shows_queue_latency_of_the_oldest_due_unclaimed_job(viewer, busy
     html = viewer.get(reverse(DASHBOARD)).content.decode()
     row = re.search(r'data-testid="bw-latency-row" data-queue="reports">(.*?)</tr>', html, re.S)
     assert row
-    assert re.search(r"3m \d\ds", row.group(1))
+    assert re.search(r"3 min \d\d s", row.group(1))
     assert "paused" in row.group(1)
 
 
@@ -207,11 +207,13 @@ def test_health_tells_live_workers_from_stale_ones(viewer):
     flags = dict(
         re.findall(
             r'data-live="(true|false)">\s*<span class="bw-dot" aria-hidden="true"></span>'
-            r'<span class="bw-mono bw-breakable">([^<]+)',
+            r'<a class="bw-mono bw-breakable" href="[^"]+" data-testid="bw-worker-link">([^<]+)',
             html,
         )
     )
     assert flags == {"true": "live-one", "false": "stale-one"}
+    # Each worker links to its own page.
+    assert 'href="/admin/backwave_django/workernode/live-one/change/"' in html
 
 
 # --- Throughput, previews, fragment ---------------------------------------------------------
@@ -255,7 +257,7 @@ def test_executing_now_shows_the_lease_owner_and_a_countdown(viewer, busy):
     row = re.search(r'data-testid="bw-executing-row">(.*?)</tr>', html, re.S)
     assert row
     assert "host-1:42:abc" in row.group(1)
-    assert re.search(r'data-testid="bw-countdown">\dm \d\ds<', row.group(1))
+    assert re.search(r'data-testid="bw-countdown">(\d+ s|\d min \d\d s) left<', row.group(1))
     assert f"<code title=\"{busy['running']}\">…{busy['running'].hex[-8:]}</code>" in row.group(1)
 
 

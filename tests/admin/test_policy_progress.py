@@ -34,7 +34,7 @@ def _page(job: JobRecord | uuid.UUID) -> str:
 
 def _field(html: str, name: str) -> str:
     """The rendered value of one read-only field of the job page."""
-    found = re.search(rf'<div class="form-row field-{name}">.*?<div class="readonly">(.*?)</div>', html, re.S)
+    found = re.search(rf'<div class="bw-field field-{name}"><dt>[^<]*</dt><dd>(.*?)</dd>', html, re.S)
     assert found, f"no field {name}"
     return found.group(1).strip()
 

@@ -92,7 +92,9 @@ def test_workflows_cannot_be_added_changed_or_deleted(client, diamond):
     page = reverse("admin:backwave_django_workflow_change", args=[workflow.pk])
     assert client.get(reverse("admin:backwave_django_workflow_add")).status_code == 403
     assert client.post(page, {"name": "renamed"}).status_code == 403
-    assert client.post(reverse("admin:backwave_django_workflow_delete", args=[workflow.pk])).status_code == 403
+    assert (
+        client.post(reverse("admin:backwave_django_workflow_delete", args=[workflow.pk])).status_code == 403
+    )
     assert Workflow.objects.get().name == "nightly import"
     html = client.get(page).content.decode()
     assert 'name="_save"' not in html
@@ -113,12 +115,12 @@ def test_the_list_shows_name_status_counts_by_state_and_age(client, login, diamo
     assert ">1 Succeeded<" in row
     assert ">2 Scheduled<" in row
     assert ">1 Awaiting Parent<" in row
-    assert "<td class=\"field-member_total\">4</td>" in row
+    assert '<td class="field-member_total">4</td>' in row
     jobs = reverse("admin:backwave_django_jobrecord_changelist")
     assert f'href="{jobs}?workflow_id={workflow.workflow_id}&amp;state__exact=3"' in row
     assert f'href="{workflow.pk}/change/"' in row
     old_row = _row(html, "older")
-    assert re.search(r"field-age\">3h 0\dm<", old_row), old_row
+    assert re.search(r"field-created\">.*?UTC</time> <small class=\"bw-ago\">3 h ago<", old_row), old_row
     assert 'data-testid="bw-result-count">2 workflows<' in html
 
 
@@ -217,9 +219,10 @@ def test_the_page_opens_by_workflow_id_and_links_the_restarted_workflow(client, 
     login("view_workflow")
     html = client.get(reverse("admin:backwave_django_workflow_change", args=[str(again.workflow_id)])).content
     assert reverse("admin:backwave_django_workflow_change", args=[workflow.pk]) in html.decode()
-    assert "(no longer stored)" in client.get(
-        reverse("admin:backwave_django_workflow_change", args=[gone.pk])
-    ).content.decode()
+    assert (
+        "(no longer stored)"
+        in client.get(reverse("admin:backwave_django_workflow_change", args=[gone.pk])).content.decode()
+    )
 
 
 def test_a_job_page_links_to_its_workflow_and_the_job_list_filters_by_it(client, login, diamond):
@@ -238,7 +241,12 @@ def test_a_job_page_links_to_its_workflow_and_the_job_list_filters_by_it(client,
         reverse("admin:backwave_django_jobrecord_changelist"), {"workflow_id": str(workflow.workflow_id)}
     ).content.decode()
     shown = set(re.findall(r'data-bw-copy="([0-9a-f-]{36})"', listed))
-    assert shown == {str(job_id) for job_id in JobRecord.objects.filter(workflow_id=workflow.workflow_id).values_list("job_id", flat=True)}
+    assert shown == {
+        str(job_id)
+        for job_id in JobRecord.objects.filter(workflow_id=workflow.workflow_id).values_list(
+            "job_id", flat=True
+        )
+    }
     assert len(shown) == 4
 
 
@@ -250,3 +258,25 @@ def test_state_badges_use_the_console_tones(client, login, diamond):
 
     for state in (JobState.SUCCEEDED, JobState.SCHEDULED, JobState.AWAITING_PARENT):
         assert f'fill="{STATE_TONES[state]}"' in html
+
+
+def test_the_graph_and_tables_label_members_by_the_short_id_used_everywhere(client, login):
+    from backwave_django.admin.display import short_job_id
+
+    # Jobs enqueued together share the start of their ids (the time part): the labels must not.
+    ids = [uuid.UUID(f"01a23ef0-0000-7000-8000-{index:012x}") for index in (0xA1B2C3D4, 0xE5F60718)]
+    first = member(job_id=ids[0], queue="wf-short")
+    second = member(job_id=ids[1], queue="wf-short", parents=(ids[0],))
+    workflow = create(first, second, name="together")
+    login("view_workflow")
+    html = client.get(reverse("admin:backwave_django_workflow_change", args=[workflow.pk])).content.decode()
+    labels = re.findall(r'<text class="bw-wf-id"[^>]*>([^<]+)</text>', html)
+    assert labels == [short_job_id(ids[0]), short_job_id(ids[1])] == ["…a1b2c3d4", "…e5f60718"]
+    members = html[html.index('data-testid="bw-workflow-members"') :]
+    assert f'title="{ids[0]}"><code>…a1b2c3d4</code></a>' in members
+    # No label shows the shared start (tooltips, links and data attributes carry the full id).
+    shown = re.sub(r'(title|data-[\w-]+|href)="[^"]*"|<title>[^<]*</title>', "", html)
+    assert "01a23ef0" not in shown
+    listing = client.get(reverse(WORKFLOWS)).content.decode()
+    short = short_job_id(workflow.workflow_id)
+    assert f'<code class="bw-quiet" title="{workflow.workflow_id}">{short}</code>' in listing

@@ -151,7 +151,7 @@ def test_a_running_job_cancelled_from_its_detail_page_is_recorded_cancelled_by_t
     page.reload()
     expect(state_badge(page)).to_have_attribute("data-state", "Cancelled")
     expect(page.get_by_test_id("bw-cancel")).to_have_count(0)
-    expect(page.locator(".field-terminal_cause")).to_contain_text("operator-cancel")
+    expect(page.get_by_test_id("bw-summary-cause")).to_contain_text("operator-cancel")
     newest = page.get_by_test_id("bw-transition-log").locator("tbody tr.bw-transition").first
     expect(newest).to_contain_text("Cancelled")
     expect(newest).to_contain_text(re.compile(re.escape(str(record.lease_owner))))
