@@ -17,10 +17,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from . import monitor
 from .core.states import JobState
-from .core.tags import Tag, tag_from_pair
+from .core.tags import Tag
 from .core.validation import require_uuid
-from .database import jobs_database
 
 #: The first and the longest pause between two reads while waiting.
 FIRST_POLL_SECONDS = 0.02
@@ -29,7 +29,11 @@ MAX_POLL_SECONDS = 0.5
 
 @dataclass(frozen=True, kw_only=True)
 class JobSnapshot:
-    """A job as it was read: where it stands and, once it succeeded, what it returned."""
+    """A job as it was read: where it stands and, once it succeeded, what it returned.
+
+    The documented subset of :class:`backwave_django.monitor.JobSnapshot` (the one read model of a
+    job, which operators' code reads in full) that user code waits on: docs/jobs.md.
+    """
 
     job_id: uuid.UUID
     wire_name: str
@@ -44,57 +48,37 @@ class JobSnapshot:
     output: Any
     #: The last progress its handler recorded (``{"done", "total", "note", "at"}``), or None.
     progress: Any
-    #: Labels as strings, keyed tags as ``(key, value)``.
+    #: Labels as strings, keyed tags as ``(key, value)``, in code-point order.
     tags: tuple[Tag, ...]
 
     @property
     def is_terminal(self) -> bool:
         return self.state.is_terminal
 
+    @classmethod
+    def of(cls, job: monitor.JobSnapshot) -> JobSnapshot:
+        """The subset of a job the monitor read with ``content=True``."""
+        return cls(
+            job_id=job.job_id,
+            wire_name=job.wire_name,
+            queue=job.queue,
+            state=job.state,
+            attempt=job.attempt,
+            due_time=job.due_time,
+            priority=job.priority,
+            terminal_at=job.terminal_at,
+            terminal_cause=job.terminal_cause,
+            output=job.output if job.state == JobState.SUCCEEDED else None,
+            progress=job.progress,
+            tags=job.labels_and_tags,
+        )
+
 
 def get_job(job_id: uuid.UUID) -> JobSnapshot | None:
     """The job with this id as it is now, or None (never enqueued, not committed yet, or purged)."""
-    from .models import JobRecord, JobTag
-
     require_uuid("job_id", job_id)
-    using = jobs_database()
-    row = (
-        JobRecord.objects.using(using)
-        .filter(job_id=job_id)
-        .values_list(
-            "sequence",
-            "wire_name",
-            "queue",
-            "state",
-            "attempt",
-            "due_time",
-            "priority",
-            "terminal_at",
-            "terminal_cause",
-            "output",
-            "progress",
-        )
-        .first()
-    )
-    if row is None:
-        return None
-    sequence, wire_name, queue, state, attempt, due_time, priority, terminal_at, cause, output, progress = row
-    tags = JobTag.objects.using(using).filter(job_id=sequence).order_by("id").values_list("key", "value")
-    job_state = JobState(state)
-    return JobSnapshot(
-        job_id=job_id,
-        wire_name=wire_name,
-        queue=queue,
-        state=job_state,
-        attempt=attempt,
-        due_time=due_time,
-        priority=priority,
-        terminal_at=terminal_at,
-        terminal_cause=cause,
-        output=output if job_state == JobState.SUCCEEDED else None,
-        progress=progress,
-        tags=tuple(tag_from_pair(pair) for pair in tags),
-    )
+    found = monitor.get_job(job_id, content=True)
+    return None if found is None else JobSnapshot.of(found)
 
 
 def wait_for(job_id: uuid.UUID, *, timeout: timedelta | float) -> JobSnapshot:

@@ -12,13 +12,13 @@ from typing import Any
 
 from .. import monitor
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag
-from ..monitor import HistoryEntry, JobQuery, MonitorJob
+from ..monitor import HistoryEntry, JobQuery, JobSnapshot
 from . import values
 from .output import Output, instant, when
 from .values import EXIT_DONE, EXIT_REFUSED, state_name, tag_text
 
 
-def job_json(job: MonitorJob) -> dict[str, Any]:
+def job_json(job: JobSnapshot) -> dict[str, Any]:
     """A job as every ``--json`` of the CLI writes it (docs/cli.md, "JSON")."""
     return {
         "job_id": str(job.job_id),
@@ -45,11 +45,11 @@ def job_json(job: MonitorJob) -> dict[str, Any]:
     }
 
 
-def _tags(job: MonitorJob) -> str:
+def _tags(job: JobSnapshot) -> str:
     return ", ".join(tag_text(key, value) for key, value in job.tags) or "-"
 
 
-def _state(job: MonitorJob) -> str:
+def _state(job: JobSnapshot) -> str:
     if job.cancel_requested and not job.is_terminal:
         return f"{job.state.label} (cancel requested)"
     return job.state.label
@@ -186,7 +186,7 @@ def show_command(options: dict[str, Any], out: Output) -> int:
 
 
 def _show_text(
-    job: MonitorJob,
+    job: JobSnapshot,
     history: list[HistoryEntry],
     parents: list[Any],
     children: list[Any],

@@ -155,7 +155,7 @@ def schedules_command(options: dict[str, Any], out: Output) -> int:
                     "cursor": instant(row.cursor),
                     "next_due": instant(row.next_due),
                     "error": row.error,
-                    "skipped_ticks": list(row.skipped_ticks),
+                    "skipped_ticks": [instant(tick) for tick in row.skipped_ticks],
                     "declared_in_settings": row.declared_in_settings,
                 }
                 for row in rows

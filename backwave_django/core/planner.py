@@ -1,7 +1,7 @@
 """The schedule mint planner: which ticks of which schedules to mint, and which to skip.
 
-Pure: given schedule snapshots and ``now`` it returns :class:`MintDecision` values, which the
-store applies with a compare-and-set on the cursor (a stale decision is dropped whole). Together
+Pure: given each schedule's :class:`PlanInput` and ``now`` it returns :class:`MintDecision` values,
+which the store applies with a compare-and-set on the cursor (a stale decision is dropped whole). Together
 with :func:`instance_id` (the same tick always gives the same job id) that makes minting
 exactly-once across any number of workers.
 
@@ -57,7 +57,7 @@ def instance_id(schedule_id: str, tick: datetime) -> uuid.UUID:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScheduleSnapshot:
+class PlanInput:
     """What the planner needs to know about one schedule row, read at the start of a pass."""
 
     schedule_id: str
@@ -169,7 +169,7 @@ def split_ticks(
     return mint, skip
 
 
-def plan(snapshot: ScheduleSnapshot, now: datetime, next_tick: NextTick | None = None) -> MintDecision | None:
+def plan(snapshot: PlanInput, now: datetime, next_tick: NextTick | None = None) -> MintDecision | None:
     """The decision for one schedule at ``now``, or ``None`` when no tick is due.
 
     Raises ``ValueError`` if the schedule's cron or zone does not resolve (see :func:`resolve`);
@@ -198,7 +198,7 @@ def plan(snapshot: ScheduleSnapshot, now: datetime, next_tick: NextTick | None =
     )
 
 
-def plan_all(snapshots: Iterable[ScheduleSnapshot], now: datetime) -> list[MintDecision]:
+def plan_all(snapshots: Iterable[PlanInput], now: datetime) -> list[MintDecision]:
     """The decisions for every due schedule, in input order.
 
     A schedule whose cron or zone does not resolve is skipped silently, so one poisoned row cannot

@@ -4,17 +4,20 @@ Nothing here writes. Every function reads the jobs' database (``jobs_database()`
 fixed number of queries (never one per row) and returns plain frozen values. docs/monitor.md
 describes each read, its ordering and its cost at scale.
 
-- :mod:`.jobs`: :func:`get_job`, :func:`job_content`, :func:`list_jobs` (a :class:`JobQuery`, with
-  the tag predicates :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by
-  ``sequence``) and :func:`count_jobs`;
+- :mod:`.jobs`: :class:`JobSnapshot` (the one read model of a job), :func:`get_job`,
+  :func:`job_content`, :func:`list_jobs` (a :class:`JobQuery`, with the tag predicates
+  :class:`HasLabel`, :class:`HasKey` and :class:`HasKeyValue`; keyset pages by ``sequence``),
+  :func:`find_jobs` (unpaged, for tests) and :func:`count_jobs`;
 - :mod:`.history`: :func:`job_history` (the transition log), :func:`transition_log` (the log as
-  stored, with or without failure detail) and :func:`dependency_edges`;
+  stored, with or without failure detail), :func:`transition_logs` (many jobs' logs in bulk) and
+  :func:`dependency_edges`;
 - :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log);
 - :mod:`.queues`: :func:`is_queue_in_use` and :func:`queue_use` (does a declared job, a schedule, the
   settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
 - :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
   arguments, error text), :func:`resolve_job` (what ``backwave show`` was given) and :func:`search_notes`;
-- :mod:`.schedules`: :func:`list_schedules` with each schedule's next tick and error;
+- :mod:`.schedules`: :class:`ScheduleSnapshot` and :func:`list_schedules`, each schedule with its
+  next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
 - :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
@@ -60,7 +63,7 @@ from .dashboard import (
     worker_stale_after,
     worker_statuses,
 )
-from .history import HistoryEntry, dependency_edges, job_history, transition_log
+from .history import HistoryEntry, dependency_edges, job_history, transition_log, transition_logs
 from .jobs import (
     MAX_PAGE,
     HasKey,
@@ -68,16 +71,18 @@ from .jobs import (
     HasLabel,
     JobContent,
     JobQuery,
+    JobSnapshot,
     MonitorJob,
     TagPredicate,
     count_jobs,
+    find_jobs,
     get_job,
     job_content,
     list_jobs,
     with_tags,
 )
 from .queues import QueueUse, declared_queues, is_queue_in_use, queue_use, queues_in_use, similar_queues
-from .schedules import ScheduleRow, list_schedules
+from .schedules import ScheduleRow, ScheduleSnapshot, list_schedules
 from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, search_notes
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
@@ -101,6 +106,7 @@ __all__ = [
     "HistoryEntry",
     "JobContent",
     "JobQuery",
+    "JobSnapshot",
     "MonitorJob",
     "Overview",
     "QueueDepth",
@@ -114,6 +120,7 @@ __all__ = [
     "ScheduleHealth",
     "ScheduleProblem",
     "ScheduleRow",
+    "ScheduleSnapshot",
     "Search",
     "TagPredicate",
     "Throughput",
@@ -125,6 +132,7 @@ __all__ = [
     "dependency_edges",
     "executing",
     "facet_sample",
+    "find_jobs",
     "get_job",
     "is_queue_in_use",
     "is_worker_live",
@@ -152,6 +160,7 @@ __all__ = [
     "tag_facet",
     "throughput",
     "transition_log",
+    "transition_logs",
     "with_tags",
     "worker_stale_after",
     "worker_statuses",

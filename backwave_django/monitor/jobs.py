@@ -26,11 +26,12 @@ from typing import Any, TypeAlias
 from django.db.models import Count, Exists, F, OuterRef, QuerySet, Value
 
 from ..core.states import DependencyMode, JobState
-from ..core.tags import TagPair
+from ..core.tags import Tag, TagPair, tag_from_pair
 from ..core.validation import require_uuid
 from ..database import jobs_database
 from ..models import JobRecord, JobTag
 from ._sql import Ordinal, SameText, text
+from .history import HistoryEntry, chunks, transition_logs
 from .search import search_jobs
 
 #: A page of :func:`list_jobs` holds at most this many jobs, whatever ``max_results`` asks for.
@@ -43,7 +44,7 @@ def _tag_part(owner: str, name: str, value: object) -> str:
     if not value:
         raise ValueError(
             f"{owner}: {name} must be non-empty (tags never have an empty value, and a label is "
-            "HasLabel(value), not a key of \"\")"
+            'HasLabel(value), not a key of "")'
         )
     return value
 
@@ -195,10 +196,14 @@ def scoped_jobs(query: JobQuery | None) -> QuerySet[JobRecord]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MonitorJob:
-    """A job as the monitor shows it to operators: every column of the job row except the payload
-    and the output (which can be large and are sensitive: read them with
-    ``backwave_django.results.get_job`` or on the console's job page), and its tags."""
+class JobSnapshot:
+    """A job as stored when it was read: the one read model of a job (docs/monitor.md).
+
+    Every column of the job row and the job's tags. The payload and the output (which can be large
+    and are sensitive) are read only when asked for (``content=True``), and the transition log only
+    with ``history=True``; otherwise they are None and empty. ``backwave_django.results`` hands
+    users a documented subset of it, and the testing harness reads its snapshots through it.
+    """
 
     sequence: int
     job_id: uuid.UUID
@@ -229,43 +234,106 @@ class MonitorJob:
     trace_context: str | None = None
     #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
     tags: tuple[TagPair, ...] = field(default=())
+    #: Whether ``payload`` and ``output`` were read (``content=True``).
+    content_read: bool = False
+    #: The payload it was enqueued with (None unless ``content_read``).
+    payload: Any = None
+    #: What its handler returned, set once it Succeeded (None unless ``content_read``).
+    output: Any = None
+    #: The transition log, oldest first (read only with ``history=True``; empty when ``HISTORY``
+    #: is off, the log then not being kept).
+    transitions: tuple[HistoryEntry, ...] = ()
 
     @property
     def is_terminal(self) -> bool:
         return self.state.is_terminal
 
+    @property
+    def labels_and_tags(self) -> tuple[Tag, ...]:
+        """The tags as users write them: labels as strings, keyed tags as ``(key, value)``."""
+        return tuple(tag_from_pair(pair) for pair in self.tags)
 
-#: The columns a :class:`MonitorJob` is read from, in field order (all but payload and output).
-COLUMNS = tuple(name for name in MonitorJob.__dataclass_fields__ if name != "tags")
+
+#: The former name of :class:`JobSnapshot` (deprecated; docs/upgrading.md).
+MonitorJob = JobSnapshot
+
+#: The columns every :class:`JobSnapshot` is read from, in field order (all but the content).
+COLUMNS = tuple(
+    name
+    for name in JobSnapshot.__dataclass_fields__
+    if name not in ("tags", "content_read", "payload", "output", "transitions")
+)
+#: The columns read besides with ``content=True``.
+CONTENT_COLUMNS = ("payload", "output")
 
 
 def _tags_of(sequences: list[int]) -> dict[int, tuple[TagPair, ...]]:
-    """The tags of these jobs, in one query."""
+    """The tags of these jobs, in one query (one per 500 jobs)."""
     found: dict[int, list[TagPair]] = defaultdict(list)
-    if sequences:
-        rows = JobTag.objects.using(jobs_database()).filter(job_id__in=sequences)
+    for chunk in chunks(sequences):
+        rows = JobTag.objects.using(jobs_database()).filter(job_id__in=chunk)
         for job, key, value in rows.values_list("job_id", "key", "value"):
             found[job].append((key, value))
     return {job: tuple(sorted(pairs)) for job, pairs in found.items()}
 
 
-def _rows(values: list[tuple[Any, ...]]) -> list[MonitorJob]:
-    tags = _tags_of([row[0] for row in values])
+def _rows(
+    values: list[tuple[Any, ...]], *, content: bool = False, history: bool = False
+) -> list[JobSnapshot]:
+    sequences = [row[0] for row in values]
+    tags = _tags_of(sequences)
+    logs = transition_logs(sequences) if history else {}
     jobs = []
     for row in values:
-        fields = dict(zip(COLUMNS, row, strict=True))
+        fields: dict[str, Any] = dict(zip(COLUMNS, row[: len(COLUMNS)], strict=True))
         fields["state"] = JobState(fields["state"])
         fields["mode"] = DependencyMode(fields["mode"])
-        jobs.append(MonitorJob(**fields, tags=tags.get(row[0], ())))
+        if content:
+            fields.update(zip(CONTENT_COLUMNS, row[len(COLUMNS) :], strict=True), content_read=True)
+        sequence = row[0]
+        jobs.append(
+            JobSnapshot(**fields, tags=tags.get(sequence, ()), transitions=tuple(logs.get(sequence, ())))
+        )
     return jobs
 
 
-def get_job(job_id: uuid.UUID) -> MonitorJob | None:
-    """The committed job with this id and its tags, or None (never enqueued, or purged)."""
+def _columns(content: bool) -> tuple[str, ...]:
+    return COLUMNS + CONTENT_COLUMNS if content else COLUMNS
+
+
+def get_job(job_id: uuid.UUID, *, content: bool = False, history: bool = False) -> JobSnapshot | None:
+    """The committed job with this id and its tags, or None (never enqueued, or purged); with its
+    payload and output when ``content``, and its transition log when ``history``."""
     require_uuid("job_id", job_id)
-    values = list(JobRecord.objects.using(jobs_database()).filter(job_id=job_id).values_list(*COLUMNS))
-    found = _rows(values)
+    jobs = JobRecord.objects.using(jobs_database()).filter(job_id=job_id)
+    found = _rows(list(jobs.values_list(*_columns(content))), content=content, history=history)
     return found[0] if found else None
+
+
+def find_jobs(
+    *,
+    job_id: uuid.UUID | None = None,
+    wire_name: str | None = None,
+    queue: str | None = None,
+    states: Iterable[JobState] | None = None,
+    schedule_id: str | None = None,
+    content: bool = False,
+    history: bool = False,
+) -> list[JobSnapshot]:
+    """Every job matching all the filters given, oldest first, unpaged (for tests and small stores:
+    the testing harness reads through it; operators page with :func:`list_jobs`). Its tags, and its
+    content and transition log when asked, are read in bulk (a query per 500 jobs)."""
+    jobs = JobRecord.objects.using(jobs_database()).all()
+    if job_id is not None:
+        require_uuid("job_id", job_id)
+        jobs = jobs.filter(job_id=job_id)
+    for name, wanted in (("wire_name", wire_name), ("queue", queue), ("schedule_id", schedule_id)):
+        if wanted is not None:
+            jobs = jobs.filter(**{name: wanted})
+    if states is not None:
+        jobs = jobs.filter(state__in=[JobState(state) for state in states])
+    rows = list(jobs.order_by("sequence").values_list(*_columns(content)))
+    return _rows(rows, content=content, history=history)
 
 
 @dataclass(frozen=True)
@@ -285,7 +353,7 @@ def job_content(job_id: uuid.UUID) -> JobContent | None:
     return None if row is None else JobContent(*row)
 
 
-def list_jobs(query: JobQuery | None = None) -> list[MonitorJob]:
+def list_jobs(query: JobQuery | None = None) -> list[JobSnapshot]:
     """One page of the jobs ``query`` selects, in ``sequence`` order (oldest first by default).
 
     The next page: the same query with ``after_sequence`` set to the last row's ``sequence``.

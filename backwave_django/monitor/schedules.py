@@ -1,8 +1,8 @@
 """The recurring schedules as operators read them: each definition, its next tick and its error.
 
 One query over the schedule table. The next tick and the error come from
-``core.planner.next_due``, the rule the console's schedules page and the testing snapshots use
-too, so all three agree on when a schedule fires next and why one cannot.
+``core.planner.next_due``, the rule the console's schedules page uses too, so the console, the
+CLI and the testing harness agree on when a schedule fires next and why one cannot.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from ..models import RecurringSchedule
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScheduleRow:
-    """A recurring schedule as stored, with ``next_due`` and ``error``.
+class ScheduleSnapshot:
+    """A recurring schedule as stored, with ``next_due`` and ``error``: the one read model of a
+    schedule (the console, the CLI and the testing harness all read it).
 
     ``next_due`` is the first zoned tick strictly after ``cursor`` (None when the cron never fires
     again, or when the schedule has an error). ``error`` says why the cron or the zone does not
@@ -37,8 +38,8 @@ class ScheduleRow:
     no_overlap: bool
     #: Ticks up to and including this instant are resolved (minted or skipped).
     cursor: datetime
-    #: The most recent skipped ticks, oldest first (ISO-8601 UTC, as stored).
-    skipped_ticks: tuple[str, ...]
+    #: The most recent skipped ticks, oldest first.
+    skipped_ticks: tuple[datetime, ...]
     declared_in_settings: bool
     #: The policy every minted instance gets (None: the settings' at each mint).
     max_attempts: int | None
@@ -47,14 +48,23 @@ class ScheduleRow:
     next_due: datetime | None
     error: str | None
 
+    @property
+    def next_tick(self) -> datetime | None:
+        """``next_due`` under the name the testing harness's snapshots gave it."""
+        return self.next_due
 
-def list_schedules() -> list[ScheduleRow]:
+
+#: The former name of :class:`ScheduleSnapshot` (deprecated; docs/upgrading.md).
+ScheduleRow = ScheduleSnapshot
+
+
+def list_schedules() -> list[ScheduleSnapshot]:
     """Every recurring schedule, by schedule id."""
     schedules = []
     for row in RecurringSchedule.objects.using(jobs_database()).order_by("schedule_id"):
         next_due, error = planner.next_due(row.cron, row.time_zone, row.cursor)
         schedules.append(
-            ScheduleRow(
+            ScheduleSnapshot(
                 schedule_id=row.schedule_id,
                 cron=row.cron,
                 wire_name=row.wire_name,
@@ -64,7 +74,7 @@ def list_schedules() -> list[ScheduleRow]:
                 catch_up=CatchUp(row.catch_up),
                 no_overlap=row.no_overlap,
                 cursor=row.cursor,
-                skipped_ticks=tuple(str(tick) for tick in row.skipped_ticks or ()),
+                skipped_ticks=tuple(datetime.fromisoformat(tick) for tick in row.skipped_ticks or ()),
                 declared_in_settings=row.declared_in_settings,
                 max_attempts=row.max_attempts,
                 backoff=row.backoff,

@@ -138,7 +138,7 @@ def mint_due(*, now: datetime) -> int:
         .distinct()
     )
     snapshots = [
-        planner.ScheduleSnapshot(
+        planner.PlanInput(
             schedule_id=schedule_id,
             cron=cron,
             time_zone=time_zone,

@@ -28,7 +28,7 @@ class JobAssertions:
         """A snapshot of one job; ``LookupError`` if it does not exist (or was purged)."""
         if not isinstance(job_id, uuid.UUID):
             raise TypeError(f"job_id must be a uuid.UUID (receipt.job_id), got {job_id!r}")
-        found = read_jobs({"job_id": job_id})
+        found = read_jobs(job_id=job_id)
         if not found:
             raise LookupError(f"no job {job_id} in the store (never enqueued, rolled back, or purged)")
         return found[0]
@@ -42,16 +42,12 @@ class JobAssertions:
         schedule_id: str | None = None,
     ) -> list[JobSnapshot]:
         """Snapshots of the jobs matching every filter given, in enqueue order."""
-        filters: dict[str, Any] = {}
-        if job is not None:
-            filters["wire_name"] = wire_name_of(job)
-        if state is not None:
-            filters["state"] = JobState(state)
-        if queue is not None:
-            filters["queue"] = queue
-        if schedule_id is not None:
-            filters["schedule_id"] = schedule_id
-        return read_jobs(filters)
+        return read_jobs(
+            wire_name=None if job is None else wire_name_of(job),
+            states=None if state is None else (JobState(state),),
+            queue=queue,
+            schedule_id=schedule_id,
+        )
 
     # --- Assertions -----------------------------------------------------------------------------
 
@@ -95,7 +91,7 @@ class JobAssertions:
         expected = "at least 1" if count is None else f"exactly {count}"
         raise AssertionError(
             f"expected {expected} job(s) matching {', '.join(criteria)}; found {len(matches)}.\n"
-            + listing(read_jobs({}), empty="The store holds no jobs at all.")
+            + listing(read_jobs(), empty="The store holds no jobs at all.")
         )
 
     def assert_no_jobs(

@@ -54,7 +54,7 @@ DEFAULT_MAX_JOBS = 10_000
 #: At most this many pump passes at one instant (schedules resolve at most 32 ticks per pass).
 MAX_PASSES_PER_INSTANT = 1_000
 
-_NON_TERMINAL = [s.value for s in JobState if not s.is_terminal]
+_NON_TERMINAL = [s for s in JobState if not s.is_terminal]
 
 
 class HarnessLimitExceeded(RuntimeError):
@@ -294,7 +294,7 @@ class BackWaveHarness(JobAssertions):
         summary, upcoming = self._pump_instant(budget)
         while self._pending().exists():
             if upcoming is None or upcoming > deadline:
-                pending = [j for j in read_jobs({"state__in": _NON_TERMINAL}) if self._serves(j.queue)]
+                pending = [j for j in read_jobs(states=_NON_TERMINAL) if self._serves(j.queue)]
                 raise HarnessLimitExceeded(
                     f"drain gave up at {self._now.isoformat()}: {len(pending)} job(s) still pending and "
                     + (
@@ -450,7 +450,7 @@ class BackWaveHarness(JobAssertions):
             raise HarnessLimitExceeded(
                 f"the job budget (max_jobs) ran out at {self._now.isoformat()} with jobs still due; a job "
                 "may be re-enqueuing itself. Raise max_jobs if this much work is expected.\n"
-                + listing(read_jobs({"state__in": _NON_TERMINAL}))
+                + listing(read_jobs(states=_NON_TERMINAL))
             )
         claimed = self._claim()
         if claimed is None:

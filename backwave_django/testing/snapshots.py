@@ -1,60 +1,33 @@
 """Read-only snapshots of jobs and schedules, for assertions in users' tests.
 
-Plain frozen values read in a few queries (jobs, then their tags and transition log in bulk), so a
-test can hold on to one, advance the clock and compare it with a fresh read. Nothing here writes.
+Plain frozen values read through the monitor (``monitor.find_jobs``, ``monitor.list_schedules``:
+jobs, then their tags and transition logs in bulk), so a test can hold on to one, advance the
+clock and compare it with a fresh read. Nothing here writes, and nothing here queries by itself.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core import planner
-from ..core.states import CatchUp, JobState
-from ..core.tags import Tag, tag_from_pair
-from ..database import jobs_database
-from ..models import JobRecord, JobTag, JobTransition, RecurringSchedule
+from .. import monitor
+from ..core.states import JobState
+from ..core.tags import Tag
+from ..monitor import HistoryEntry as TransitionSnapshot, ScheduleSnapshot
 
-#: The columns a :class:`JobSnapshot` is built from, in this order.
-_JOB_COLUMNS = (
-    "sequence",
-    "job_id",
-    "wire_name",
-    "queue",
-    "payload",
-    "state",
-    "attempt",
-    "due_time",
-    "enqueued_at",
-    "terminal_at",
-    "terminal_cause",
-    "cancel_requested",
-    "output",
-    "schedule_id",
-    "max_attempts",
-    "timeout",
-    "progress",
-)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TransitionSnapshot:
-    """One entry of a job's transition log."""
-
-    ordinal: int
-    state: JobState
-    attempt: int
-    actor: str
-    recorded_at: datetime
-    failure_detail: str | None
+__all__ = ["JobSnapshot", "ScheduleSnapshot", "TransitionSnapshot", "read_jobs", "read_schedules"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class JobSnapshot:
-    """A job as stored when it was read: state, attempt, output, failure detail, tags, history."""
+    """A job as stored when it was read: state, attempt, output, failure detail, tags, history.
+
+    The assertions' view of :class:`backwave_django.monitor.JobSnapshot`, the one read model of a
+    job, with its content and its transition log, and its tags as users write them.
+    """
 
     job_id: uuid.UUID
     wire_name: str
@@ -78,6 +51,30 @@ class JobSnapshot:
     tags: tuple[Tag, ...]
     #: The transition log, oldest first (empty when ``HISTORY`` is off).
     transitions: tuple[TransitionSnapshot, ...]
+
+    @classmethod
+    def of(cls, job: monitor.JobSnapshot) -> JobSnapshot:
+        """The view of a job the monitor read with ``content=True, history=True``."""
+        return cls(
+            job_id=job.job_id,
+            wire_name=job.wire_name,
+            queue=job.queue,
+            state=job.state,
+            attempt=job.attempt,
+            due_time=job.due_time,
+            enqueued_at=job.enqueued_at,
+            terminal_at=job.terminal_at,
+            terminal_cause=job.terminal_cause,
+            cancel_requested=job.cancel_requested,
+            payload=job.payload,
+            output=job.output,
+            schedule_id=job.schedule_id,
+            max_attempts=job.max_attempts,
+            timeout=job.timeout,
+            progress=job.progress,
+            tags=job.labels_and_tags,
+            transitions=job.transitions,
+        )
 
     @property
     def args(self) -> list[Any] | None:
@@ -127,135 +124,31 @@ class JobSnapshot:
         return f"<JobSnapshot {self.wire_name} {self.job_id} {self.state.label} attempt {self.attempt}>"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ScheduleSnapshot:
-    """A recurring schedule as stored, with the next tick it will mint."""
-
-    schedule_id: str
-    cron: str
-    wire_name: str
-    payload: Any
-    queue: str
-    time_zone: str | None
-    catch_up: CatchUp
-    no_overlap: bool
-    declared_in_settings: bool
-    #: Ticks up to and including this instant are resolved (minted or skipped).
-    cursor: datetime
-    #: The first tick after the cursor, or None when the cron never fires again (or is invalid).
-    next_tick: datetime | None
-    #: The most recent skipped ticks, oldest first.
-    skipped_ticks: tuple[datetime, ...]
-
-
 def _iso(instant: datetime | None) -> str:
     return "-" if instant is None else instant.astimezone(UTC).isoformat()
 
 
-
-
-def read_jobs(filters: dict[str, Any]) -> list[JobSnapshot]:
-    """Jobs matching ORM ``filters`` in enqueue order, each with its tags and transition log."""
-    using = jobs_database()
-    rows = list(
-        JobRecord.objects.using(using).filter(**filters).order_by("sequence").values_list(*_JOB_COLUMNS)
+def read_jobs(
+    *,
+    job_id: uuid.UUID | None = None,
+    wire_name: str | None = None,
+    queue: str | None = None,
+    states: Iterable[JobState] | None = None,
+    schedule_id: str | None = None,
+) -> list[JobSnapshot]:
+    """Jobs matching every filter given, in enqueue order, each with its tags and transition log."""
+    found = monitor.find_jobs(
+        job_id=job_id,
+        wire_name=wire_name,
+        queue=queue,
+        states=states,
+        schedule_id=schedule_id,
+        content=True,
+        history=True,
     )
-    sequences = [row[0] for row in rows]
-    tags: dict[int, list[Tag]] = {}
-    transitions: dict[int, list[TransitionSnapshot]] = {}
-    for chunk in _chunks(sequences, 500):
-        for job, key, value in (
-            JobTag.objects.using(using).filter(job_id__in=chunk).values_list("job_id", "key", "value")
-        ):
-            tags.setdefault(job, []).append(tag_from_pair((key, value)))
-        for job, ordinal, state, attempt, actor, recorded_at, detail in (
-            JobTransition.objects.using(using)
-            .filter(job_id__in=chunk)
-            .order_by("job_id", "ordinal")
-            .values_list("job_id", "ordinal", "state", "attempt", "actor", "recorded_at", "failure_detail")
-        ):
-            transitions.setdefault(job, []).append(
-                TransitionSnapshot(
-                    ordinal=ordinal,
-                    state=JobState(state),
-                    attempt=attempt,
-                    actor=actor,
-                    recorded_at=recorded_at,
-                    failure_detail=detail,
-                )
-            )
-    return [
-        JobSnapshot(
-            job_id=job_id,
-            wire_name=wire_name,
-            queue=queue,
-            state=JobState(state),
-            attempt=attempt,
-            due_time=due_time,
-            enqueued_at=enqueued_at,
-            terminal_at=terminal_at,
-            terminal_cause=terminal_cause,
-            cancel_requested=cancel_requested,
-            payload=payload,
-            output=output,
-            schedule_id=schedule_id,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            progress=progress,
-            tags=tuple(sorted(tags.get(sequence, ()), key=_tag_order)),
-            transitions=tuple(transitions.get(sequence, ())),
-        )
-        for (
-            sequence,
-            job_id,
-            wire_name,
-            queue,
-            payload,
-            state,
-            attempt,
-            due_time,
-            enqueued_at,
-            terminal_at,
-            terminal_cause,
-            cancel_requested,
-            output,
-            schedule_id,
-            max_attempts,
-            timeout,
-            progress,
-        ) in rows
-    ]
+    return [JobSnapshot.of(job) for job in found]
 
 
 def read_schedules() -> list[ScheduleSnapshot]:
     """Every recurring schedule, by id."""
-    snapshots = []
-    for row in RecurringSchedule.objects.using(jobs_database()).order_by("schedule_id"):
-        # A poisoned schedule (its error set) mints nothing: no next tick; the store logs why.
-        next_tick, _ = planner.next_due(row.cron, row.time_zone, row.cursor)
-        snapshots.append(
-            ScheduleSnapshot(
-                schedule_id=row.schedule_id,
-                cron=row.cron,
-                wire_name=row.wire_name,
-                payload=row.payload,
-                queue=row.queue,
-                time_zone=row.time_zone,
-                catch_up=CatchUp(row.catch_up),
-                no_overlap=row.no_overlap,
-                declared_in_settings=row.declared_in_settings,
-                cursor=row.cursor,
-                next_tick=next_tick,
-                skipped_ticks=tuple(datetime.fromisoformat(t) for t in row.skipped_ticks or ()),
-            )
-        )
-    return snapshots
-
-
-def _tag_order(tag: Tag) -> tuple[str, str]:
-    return ("", tag) if isinstance(tag, str) else tag
-
-
-def _chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
+    return monitor.list_schedules()

@@ -9,7 +9,7 @@ from backwave_django.core.planner import (
     MAX_TICKS_PER_POLL,
     MISSED_TICK_THRESHOLD,
     MintDecision,
-    ScheduleSnapshot,
+    PlanInput,
     instance_id,
     plan,
     plan_all,
@@ -26,9 +26,9 @@ def raises_exactly(message: str):
     return pytest.raises(ValueError, match=f"^{re.escape(message)}$")
 
 
-def snapshot(cron: str = "* * * * *", cursor: datetime = T0, **kwargs: object) -> ScheduleSnapshot:
+def snapshot(cron: str = "* * * * *", cursor: datetime = T0, **kwargs: object) -> PlanInput:
     defaults: dict[str, object] = {"schedule_id": "every-minute", "time_zone": None}
-    return ScheduleSnapshot(cron=cron, cursor=cursor, **{**defaults, **kwargs})  # type: ignore[arg-type]
+    return PlanInput(cron=cron, cursor=cursor, **{**defaults, **kwargs})  # type: ignore[arg-type]
 
 
 def minutes(first: int, last: int) -> tuple[datetime, ...]:

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from backwave_django import JobState, monitor
 from backwave_django.models import JobRecord
-from backwave_django.monitor import HasKey, HasKeyValue, HasLabel, JobQuery, MonitorJob
+from backwave_django.monitor import HasKey, HasKeyValue, HasLabel, JobQuery, JobSnapshot, MonitorJob
 
 from ..conftest import T0, enqueue, lease_one, report
 from ..factories import JobRecordFactory
@@ -46,8 +46,7 @@ def test_get_job_reads_the_committed_row_with_its_tags():
     assert job.cancel_requested is False
     assert job.sequence == JobRecord.objects.get(job_id=job_id).sequence
     assert job.tags == (("", "vip"), ("tenant", "acme"))
-    assert not hasattr(job, "payload")
-    assert not hasattr(job, "output")
+    assert (job.content_read, job.payload, job.output, job.transitions) == (False, None, None, ())
 
 
 def test_get_job_of_an_unknown_id_is_none_and_a_non_uuid_is_refused():
@@ -57,10 +56,31 @@ def test_get_job_of_an_unknown_id_is_none_and_a_non_uuid_is_refused():
         monitor.get_job(str(uuid.uuid4()))  # type: ignore[arg-type]
 
 
-def test_a_monitor_job_carries_every_column_but_the_payload_and_the_output():
-    columns = {field.attname for field in JobRecord._meta.concrete_fields} - {"payload", "output"}
-    fields = {field.name for field in dataclasses.fields(MonitorJob)}
-    assert fields == columns | {"tags"}
+def test_a_job_snapshot_carries_every_column_its_tags_and_on_request_its_log():
+    columns = {field.attname for field in JobRecord._meta.concrete_fields}
+    fields = {field.name for field in dataclasses.fields(JobSnapshot)}
+    assert fields == columns | {"tags", "content_read", "transitions"}
+    assert MonitorJob is JobSnapshot
+
+
+def test_get_job_reads_the_content_and_the_log_only_when_asked():
+    job_id = enqueue(payload={"n": 1})
+    lease_one(job_id)
+    report(job_id, output={"sent": True})
+    bare = monitor.get_job(job_id)
+    full = monitor.get_job(job_id, content=True, history=True)
+    assert bare is not None
+    assert full is not None
+    assert (bare.payload, bare.output, bare.transitions) == (None, None, ())
+    assert (full.content_read, full.payload, full.output) == (True, {"n": 1}, {"sent": True})
+    assert [entry.state for entry in full.transitions] == [
+        JobState.SCHEDULED,
+        JobState.LEASED,
+        JobState.SUCCEEDED,
+    ]
+    assert [entry.ordinal for entry in full.transitions] == sorted(
+        entry.ordinal for entry in full.transitions
+    )
 
 
 # --- list_jobs: paging ---------------------------------------------------------------------------

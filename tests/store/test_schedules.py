@@ -126,7 +126,7 @@ def test_a_stale_decision_is_dropped_whole():
     store.upsert_schedule(_spec(cron="0 * * * *"), now=T0)
     from backwave_django.core import planner
 
-    snapshot = planner.ScheduleSnapshot(schedule_id="nightly", cron="0 0 * * * *", time_zone=None, cursor=T0)
+    snapshot = planner.PlanInput(schedule_id="nightly", cron="0 0 * * * *", time_zone=None, cursor=T0)
     decision = planner.plan(snapshot, T0 + timedelta(hours=1))
     assert decision is not None
     assert store.mint_due(now=T0 + timedelta(hours=1)) == 1
