@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from django.utils.text import capfirst
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
 from ..core.states import JobState
 from ..models import JobRecord, Workflow
-from ..store.leases import LEASE_EXPIRED_CAUSE
+from ..monitor import LEASE_EXPIRED_ATTRIBUTE, dead_lettered_by_lease_expiry
 from .display import format_instant, timestamp
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
@@ -131,9 +130,6 @@ def console_button(*, permission: str) -> Callable[[ButtonView], ButtonView]:
 
 # --- Jobs: the attempt ceiling, the Discarded marker, progress ------------------------------------
 
-#: A lease-expiry dead letter's cause, any attempt number (the store words it; this only reads it).
-_LEASE_EXPIRED = re.compile(re.escape(LEASE_EXPIRED_CAUSE).replace(re.escape("{attempt}"), r"\d+"))
-
 
 def attempt_ceiling(job: JobRecord) -> int:
     """The job's attempt ceiling: stored on the row, or the settings' RETRY for rows older than the column."""
@@ -147,10 +143,18 @@ def is_discarded(job: JobRecord) -> bool:
     The one rule behind every "Discarded" marker in the console (``docs/admin.md``, "Failures").
     """
     return (
-        job.state == JobState.DEAD_LETTERED
-        and job.attempt < attempt_ceiling(job)
-        and not _LEASE_EXPIRED.fullmatch(job.terminal_cause or "")
+        job.state == JobState.DEAD_LETTERED and job.attempt < attempt_ceiling(job) and not lease_expired(job)
     )
+
+
+def lease_expired(job: JobRecord) -> bool:
+    """Whether the lease sweep dead-lettered ``job``, as its transition log records it: read off
+    the page's query where the queryset was annotated (``monitor.with_lease_expiry``), else one
+    read (``monitor.dead_lettered_by_lease_expiry``)."""
+    known = getattr(job, LEASE_EXPIRED_ATTRIBUTE, None)
+    if known is not None:
+        return bool(known)
+    return job.pk is not None and dead_lettered_by_lease_expiry(job.job_id)
 
 
 def discarded_marker(job: JobRecord) -> str:

@@ -26,6 +26,7 @@ from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
 from ..models import JobDependency, JobRecord, RecurringSchedule
+from ..monitor import with_lease_expiry
 from ..monitor.search import search_jobs
 from .console import (
     CANCEL_PERMISSION,
@@ -218,6 +219,8 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobRecord]:
         # Payload and output load only when the detail page shows them (and the viewer may see them).
         queryset = super().get_queryset(request).defer("payload", "output").prefetch_related("tags")
+        # Which Dead-Lettered rows the lease sweep ended, for the Discarded marker (admin/console.py).
+        queryset = with_lease_expiry(queryset)
         if retrying_view(request):
             queryset = with_last_failure(queryset, detail=can_view_sensitive(request))
         return queryset

@@ -7,8 +7,8 @@ when the extra is not installed; :func:`require_prometheus` says clearly what is
 
 - :mod:`.names`: every exported metric, its type, labels and help text (the one list the docs,
   the alert rules and the dashboard are checked against);
-- :mod:`.counts`: the periodic count of jobs, workers and observer positions, cached for
-  ``BACKWAVE["METRICS_COUNT_INTERVAL"]``;
+- :mod:`.counts`: the periodic count of jobs, workers and observer positions (read by
+  ``monitor/counts.py``), cached for ``BACKWAVE["METRICS_COUNT_INTERVAL"]``;
 - :mod:`.collector`: those counts as Prometheus gauges;
 - :mod:`.recorder`: a worker's outcome counters and histograms, fed once per written batch;
 - :mod:`.health`: when a worker process counts as healthy (``/healthz``);

@@ -11,7 +11,9 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.history`: :func:`job_history` (the transition log), :func:`transition_log` (the log as
   stored, with or without failure detail), :func:`transition_logs` (many jobs' logs in bulk) and
   :func:`dependency_edges`;
-- :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log);
+- :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log) and
+  whether the lease sweep dead-lettered a job (:func:`with_lease_expiry` for a page of jobs,
+  :func:`dead_lettered_by_lease_expiry` for one);
 - :mod:`.queues`: :func:`is_queue_in_use` and :func:`queue_use` (does a declared job, a schedule, the
   settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
 - :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
@@ -20,13 +22,24 @@ describes each read, its ordering and its cost at scale.
   next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
+- :mod:`.counts`: :func:`read_counts`, the counts behind the metrics' gauges;
 - :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
   previews), importable from here as before.
 """
 
 from __future__ import annotations
 
-from .attempts import Attempt, AttemptOutcome, attempts_from_log, job_attempts
+from .attempts import (
+    LEASE_EXPIRED_ATTRIBUTE,
+    Attempt,
+    AttemptOutcome,
+    attempts_from_log,
+    dead_lettered_by_lease_expiry,
+    job_attempts,
+    lease_expired_condition,
+    with_lease_expiry,
+)
+from .counts import Counts, ObserverPosition, read_counts
 from .dashboard import (
     PREVIEW_ROWS,
     SERIES,
@@ -87,6 +100,7 @@ from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, sear
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 
 __all__ = [
+    "LEASE_EXPIRED_ATTRIBUTE",
     "MAX_PAGE",
     "MAX_SUGGESTIONS",
     "PREVIEW_ROWS",
@@ -98,6 +112,7 @@ __all__ = [
     "THROUGHPUT_SCAN_LIMIT",
     "Attempt",
     "AttemptOutcome",
+    "Counts",
     "ExecutingJob",
     "FailedJob",
     "HasKey",
@@ -108,6 +123,7 @@ __all__ = [
     "JobQuery",
     "JobSnapshot",
     "MonitorJob",
+    "ObserverPosition",
     "Overview",
     "QueueDepth",
     "QueueLatency",
@@ -128,6 +144,7 @@ __all__ = [
     "WorkerStatus",
     "attempts_from_log",
     "count_jobs",
+    "dead_lettered_by_lease_expiry",
     "declared_queues",
     "dependency_edges",
     "executing",
@@ -139,6 +156,7 @@ __all__ = [
     "job_attempts",
     "job_content",
     "job_history",
+    "lease_expired_condition",
     "list_jobs",
     "list_schedules",
     "needs_attention",
@@ -149,6 +167,7 @@ __all__ = [
     "queue_throughput",
     "queue_use",
     "queues_in_use",
+    "read_counts",
     "resolve_job",
     "running_by_worker",
     "schedule_health",
@@ -161,6 +180,7 @@ __all__ = [
     "throughput",
     "transition_log",
     "transition_logs",
+    "with_lease_expiry",
     "with_tags",
     "worker_stale_after",
     "worker_statuses",

@@ -17,10 +17,19 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Exists, OuterRef, QuerySet
 
 from ..core.states import JobState
+from ..core.validation import require_uuid
+from ..database import jobs_database
+from ..models import JobTransition
 from ..store.leases import LEASE_EXPIRY_ACTOR
 from .history import HistoryEntry, transition_log
+
+#: The attribute :func:`with_lease_expiry` sets on each job of a queryset.
+LEASE_EXPIRED_ATTRIBUTE = "bw_lease_expired"
 
 
 class AttemptOutcome(enum.Enum):
@@ -135,3 +144,33 @@ def job_attempts(job_id: uuid.UUID, *, failure_detail: bool = True) -> list[Atte
     """The job's recorded attempts, oldest first; each failure's detail only when
     ``failure_detail`` (it is sensitive). Empty for an unknown or purged job."""
     return attempts_from_log(transition_log(job_id, failure_detail=failure_detail))
+
+
+# --- Dead-lettered by the lease sweep ------------------------------------------------------------
+
+
+def lease_expired_condition(job: str = "pk") -> Exists:
+    """The job (``OuterRef(job)``) was dead-lettered by the lease sweep: its log holds a
+    Dead-Lettered entry whose actor is the sweep's (``lease-expiry``). A probe of the transition
+    table's ``(job, ordinal)`` index; never true for a job whose log was not kept (``HISTORY``)."""
+    entries = JobTransition.objects.filter(
+        job_id=OuterRef(job), state=JobState.DEAD_LETTERED, actor=LEASE_EXPIRY_ACTOR
+    )
+    return Exists(entries)
+
+
+def with_lease_expiry(jobs: QuerySet[Any]) -> QuerySet[Any]:
+    """``jobs``, each annotated with ``bw_lease_expired`` (:func:`lease_expired_condition`): a page
+    of jobs learns which of them the lease sweep dead-lettered in the page's one query."""
+    annotated: QuerySet[Any] = jobs.annotate(**{LEASE_EXPIRED_ATTRIBUTE: lease_expired_condition()})
+    return annotated
+
+
+def dead_lettered_by_lease_expiry(job_id: uuid.UUID) -> bool:
+    """Whether the lease sweep dead-lettered the job with this id (:func:`lease_expired_condition`),
+    in one read; False for an unknown or purged job."""
+    require_uuid("job_id", job_id)
+    entries = JobTransition.objects.using(jobs_database()).filter(
+        job__job_id=job_id, state=JobState.DEAD_LETTERED, actor=LEASE_EXPIRY_ACTOR
+    )
+    return entries.exists()

@@ -26,10 +26,10 @@ from django.db.models.functions import TruncMinute
 
 from ..conf import BackWaveSettings, get_settings
 from ..core import planner
+from ..core.liveness import stale_after
 from ..core.states import HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
-from ..worker.maintenance import STALE_WORKER_HEARTBEATS
 from .jobs import count_jobs
 
 #: States in lifecycle order: the columns of the queue-by-state table.
@@ -190,8 +190,8 @@ def schedule_health() -> ScheduleHealth:
 
 def worker_stale_after(settings: BackWaveSettings | None = None) -> timedelta:
     """A worker row not refreshed for this long is stale: the worker's own pruning rule
-    (``STALE_WORKER_HEARTBEATS`` heartbeat intervals), so console and worker agree."""
-    return (settings or get_settings()).heartbeat_interval * STALE_WORKER_HEARTBEATS
+    (``core.liveness.stale_after``), so console and worker agree."""
+    return stale_after((settings or get_settings()).heartbeat_interval)
 
 
 def is_worker_live(

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import store
 from ..conf import BackWaveSettings
+from ..core.liveness import stale_after
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, TerminalStateClass
 from ..database import jobs_database
@@ -151,10 +152,6 @@ def _repeat(batch: Callable[[], int], *, full: int, max_batches: int | None) -> 
     return total
 
 
-#: A worker row not refreshed for this many heartbeat intervals is considered dead and pruned.
-STALE_WORKER_HEARTBEATS = 5
-
-
 def run_maintenance(
     settings: BackWaveSettings, *, worker_id: str, queues: Sequence[str], now: datetime
 ) -> bool:
@@ -172,6 +169,6 @@ def run_maintenance(
         )
     if tick.minted:
         logger.debug("Minted %d scheduled job(s)", tick.minted)
-    stale = settings.heartbeat_interval * STALE_WORKER_HEARTBEATS
+    stale = stale_after(settings.heartbeat_interval)
     store.prune_workers(seen_before=now - max(stale, timedelta(minutes=1)))
     return bool(tick.minted)

@@ -10,8 +10,8 @@ from django.db import connection
 from django.utils import timezone
 
 from backwave_django.core.states import JobState
-from backwave_django.metrics import counts
 from backwave_django.models import JobRecord
+from backwave_django.monitor import counts
 from tests.factories import JobRecordFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]

@@ -38,7 +38,9 @@ def _staff(django_user_model, *, is_staff: bool = True) -> User:
 
 def test_staff_session_scrapes_the_job_counts_by_queue_and_state(client, django_user_model, metrics_settings):
     now = timezone.now()
-    JobRecordFactory.create_batch(3, queue="emails", state=JobState.SCHEDULED, due_time=now - timedelta(seconds=30))
+    JobRecordFactory.create_batch(
+        3, queue="emails", state=JobState.SCHEDULED, due_time=now - timedelta(seconds=30)
+    )
     JobRecordFactory(queue="emails", state=JobState.SCHEDULED, due_time=now + timedelta(hours=1))
     JobRecordFactory.create_batch(2, queue="reports", state=JobState.LEASED, due_time=now)
     JobRecordFactory(queue="reports", state=JobState.AWAITING_PARENT, due_time=now)
@@ -58,7 +60,7 @@ def test_staff_session_scrapes_the_job_counts_by_queue_and_state(client, django_
     assert value(found, "backwave_jobs", queue="reports", state="leased") == 2
     assert value(found, "backwave_jobs", queue="reports", state="awaiting_parent") == 1
     assert value(found, "backwave_jobs", queue="emails", state="leased") is None  # no such jobs
-    # Exact below counts.EXACT_BELOW on every database (the planner's estimate never reads 0).
+    # Exact below EXACT_BELOW (monitor/counts.py) on every database (the planner's estimate never reads 0).
     assert value(found, "backwave_jobs_ended", state="succeeded") == 5
     assert value(found, "backwave_jobs_ended", state="dead_lettered") == 2
     assert value(found, "backwave_jobs_ended", state="cancelled") == 0
