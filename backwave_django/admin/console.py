@@ -35,8 +35,8 @@ from django.utils.text import capfirst
 
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
 from ..core.states import JobState
-from ..models import JobRecord, Workflow
-from ..monitor import LEASE_EXPIRED_ATTRIBUTE, dead_lettered_by_lease_expiry
+from ..models import JobRecord
+from ..monitor import LEASE_EXPIRED_ATTRIBUTE, dead_lettered_by_lease_expiry, workflow_header
 from .display import format_instant, timestamp
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
@@ -303,14 +303,14 @@ def workflow_link(workflow_id: uuid.UUID | None) -> str:
     """A job's workflow: a link to the workflow's page, by name; "—" for a job outside workflows."""
     if workflow_id is None:
         return "—"
-    row = Workflow.objects.filter(workflow_id=workflow_id).values_list("pk", "name").first()
+    row = workflow_header(workflow_id)
     if row is None:
         return format_html("<code>{}</code> (workflow no longer stored)", workflow_id)
-    url = reverse("admin:backwave_django_workflow_change", args=[row[0]])
+    url = reverse("admin:backwave_django_workflow_change", args=[row.row_id])
     return format_html(
         '<a href="{}" data-testid="bw-workflow-link">{}</a> <code class="bw-quiet">{}</code>',
         url,
-        row[1] or "(unnamed workflow)",
+        row.name or "(unnamed workflow)",
         workflow_id,
     )
 

@@ -1,7 +1,7 @@
 """The Observers page: each transition observer's cursor, lag, lease and dead-lettered deliveries.
 
 A row appears once a worker has claimed for the observer (``docs/observers.md``). Lag is what the
-store reports (:func:`backwave_django.store.observer_lag` for the subscription the observer last
+monitor reads (:func:`backwave_django.monitor.observer_lag` for the subscription the observer last
 claimed with): how many numbered log entries after its cursor match and are not settled yet, and
 how old the oldest of them is. Dead-lettered deliveries have their own list, filterable by
 observer, linked to the job when the job still exists. Nothing here changes a row.
@@ -19,10 +19,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from .. import store
 from ..core.observing import ObserverLag
 from ..core.states import JobState
 from ..models import JobRecord, Observer, ObserverDeadLetter
+from ..monitor import job_sequences, observer_dead_letter_count, observer_lag, recent_dead_letters
 from ..observers import definitions
 from .console import DETAIL_ROWS, ReadOnlyAdmin
 from .display import (
@@ -42,7 +42,7 @@ def _lag(row: Observer) -> ObserverLag:
     """The row's lag, read once per row and page (the list shows it in three columns)."""
     cached: ObserverLag | None = getattr(row, "_bw_lag", None)
     if cached is None:
-        cached = store.observer_lag(
+        cached = observer_lag(
             row.observer_id,
             states=[JobState(s) for s in row.states],
             wire_name=row.wire_name,
@@ -120,7 +120,7 @@ class ObserverAdmin(ReadOnlyAdmin):
 
     @admin.display(description="dead letters")
     def dead_letters(self, row: Observer) -> str:
-        count = ObserverDeadLetter.objects.filter(observer_id=row.observer_id).count()
+        count = observer_dead_letter_count(row.observer_id)
         if not count:
             return "0"
         return format_html(
@@ -132,8 +132,7 @@ class ObserverAdmin(ReadOnlyAdmin):
 
     @admin.display(description="newest dead letters")
     def recent_dead_letters(self, row: Observer) -> str:
-        newest = ObserverDeadLetter.objects.filter(observer_id=row.observer_id)
-        letters = list(newest.order_by("-dead_lettered_at", "-position")[:DETAIL_ROWS])
+        letters = recent_dead_letters(row.observer_id, limit=DETAIL_ROWS)
         if not letters:
             return "None."
         links = _job_links(letter.job_id for letter in letters)
@@ -199,8 +198,7 @@ class ObserverDeadLetterAdmin(ReadOnlyAdmin):
 
 def _job_links(job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
     """A link to each job's page, for the jobs that still exist."""
-    rows = JobRecord.objects.filter(job_id__in=list(job_ids)).values_list("job_id", "pk")
-    return {job_id: _job_link(job_id, pk) for job_id, pk in rows}
+    return {job_id: _job_link(job_id, pk) for job_id, pk in job_sequences(job_ids).items()}
 
 
 def _job_link(job_id: uuid.UUID, pk: int) -> str:

@@ -5,13 +5,12 @@ its job page (``docs/workflows.md``, "The console").
 Read-only; viewing needs ``backwave_django.view_workflow`` (or ``change_workflow``, which allows
 viewing as everywhere in Django, though nothing here can be changed). The list never counts the members
 of every workflow: the page of workflows is read first, then their members' states in one grouped
-query (``store.workflows.member_counts``, on ``backwave_job_workflow``).
+query (``monitor.member_counts``, on ``backwave_job_workflow``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -24,8 +23,8 @@ from django.utils.html import format_html, format_html_join
 
 from ..core.states import JobState, WorkflowStatus
 from ..core.workflows import topological_order, workflow_status_of
-from ..models import JobRecord, Workflow, WorkflowEdge
-from ..store.workflows import member_counts
+from ..models import Workflow
+from ..monitor import member_counts, workflow_header, workflow_members
 from .console import ReadOnlyAdmin
 from .display import STATE_TONES, job_state_badge, short_job_id, timestamp, tone_badge
 from .job_list import EstimatedCountPaginator
@@ -179,10 +178,10 @@ class WorkflowAdmin(ReadOnlyAdmin):
     def restarted_from_view(self, workflow: Workflow) -> str:
         if workflow.restarted_from is None:
             return "—"
-        pk = Workflow.objects.filter(workflow_id=workflow.restarted_from).values_list("pk", flat=True).first()
-        if pk is None:
+        earlier = workflow_header(workflow.restarted_from)
+        if earlier is None:
             return format_html("<code>{}</code> (no longer stored)", workflow.restarted_from)
-        url = reverse("admin:backwave_django_workflow_change", args=[pk])
+        url = reverse("admin:backwave_django_workflow_change", args=[earlier.row_id])
         return format_html('<a href="{}"><code>{}</code></a>', url, workflow.restarted_from)
 
     @admin.display(description="members")
@@ -218,21 +217,10 @@ class WorkflowAdmin(ReadOnlyAdmin):
 def _graph_context(workflow: Workflow) -> dict[str, Any]:
     """The members (parents first, at most ``MEMBER_ROWS``), their parents among them, and the
     graph when there are at most ``GRAPH_MEMBERS``."""
-    rows = list(
-        JobRecord.objects.filter(workflow_id=workflow.workflow_id)
-        .order_by("sequence")
-        .values_list("pk", "job_id", "wire_name", "state")[: MEMBER_ROWS + 1]
-    )
-    truncated = len(rows) > MEMBER_ROWS
-    members = {
-        job_id: Member(pk, job_id, wire_name, JobState(state))
-        for pk, job_id, wire_name, state in rows[:MEMBER_ROWS]
-    }
-    parents: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-    edges = WorkflowEdge.objects.filter(workflow_id=workflow.workflow_id, child_id__in=list(members))
-    for parent, child in edges.order_by("id").values_list("parent_id", "child_id"):
-        if parent in members:
-            parents[child].append(parent)
+    found = workflow_members(workflow.workflow_id, limit=MEMBER_ROWS)
+    truncated = found.truncated
+    members = {m.job_id: Member(m.sequence, m.job_id, m.wire_name, m.state) for m in found.members}
+    parents = found.parents
     order = topological_order(list(members), parents)
     job_url = "admin:backwave_django_jobrecord_change"
     urls = {job_id: reverse(job_url, args=[members[job_id].pk]) for job_id in order}

@@ -23,6 +23,10 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
 - :mod:`.counts`: :func:`read_counts`, the counts behind the metrics' gauges;
+- :mod:`.workflows`: :func:`workflow_status`, :func:`workflow_graph`, :func:`list_workflows`,
+  :func:`member_counts` and the console's workflow page (:func:`workflow_header`,
+  :func:`workflow_members`);
+- :mod:`.observers`: an observer's cursor, lag and dead letters, and :func:`transition_event`;
 - :mod:`.dashboard`: the console dashboard's read models (queue depths, health, throughput,
   previews), importable from here as before.
 """
@@ -91,13 +95,33 @@ from .jobs import (
     find_jobs,
     get_job,
     job_content,
+    job_sequences,
     list_jobs,
     with_tags,
+)
+from .observers import (
+    observer_cursor,
+    observer_dead_letter_count,
+    observer_dead_letters,
+    observer_lag,
+    recent_dead_letters,
+    transition_event,
 )
 from .queues import QueueUse, declared_queues, is_queue_in_use, queue_use, queues_in_use, similar_queues
 from .schedules import ScheduleRow, ScheduleSnapshot, list_schedules
 from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, search_notes
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
+from .workflows import (
+    WorkflowHeader,
+    WorkflowMember,
+    WorkflowMembers,
+    list_workflows,
+    member_counts,
+    workflow_graph,
+    workflow_header,
+    workflow_members,
+    workflow_status,
+)
 
 __all__ = [
     "LEASE_EXPIRED_ATTRIBUTE",
@@ -142,6 +166,9 @@ __all__ = [
     "Throughput",
     "WorkerJobs",
     "WorkerStatus",
+    "WorkflowHeader",
+    "WorkflowMember",
+    "WorkflowMembers",
     "attempts_from_log",
     "count_jobs",
     "dead_lettered_by_lease_expiry",
@@ -156,10 +183,17 @@ __all__ = [
     "job_attempts",
     "job_content",
     "job_history",
+    "job_sequences",
     "lease_expired_condition",
     "list_jobs",
     "list_schedules",
+    "list_workflows",
+    "member_counts",
     "needs_attention",
+    "observer_cursor",
+    "observer_dead_letter_count",
+    "observer_dead_letters",
+    "observer_lag",
     "overview",
     "queue_depths",
     "queue_latency",
@@ -168,6 +202,7 @@ __all__ = [
     "queue_use",
     "queues_in_use",
     "read_counts",
+    "recent_dead_letters",
     "resolve_job",
     "running_by_worker",
     "schedule_health",
@@ -178,10 +213,15 @@ __all__ = [
     "suggest_tags",
     "tag_facet",
     "throughput",
+    "transition_event",
     "transition_log",
     "transition_logs",
     "with_lease_expiry",
     "with_tags",
     "worker_stale_after",
     "worker_statuses",
+    "workflow_graph",
+    "workflow_header",
+    "workflow_members",
+    "workflow_status",
 ]

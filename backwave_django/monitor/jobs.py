@@ -336,6 +336,16 @@ def find_jobs(
     return _rows(rows, content=content, history=history)
 
 
+def job_sequences(job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """The ``sequence`` (the row id the console's pages name a job by) of each of these jobs that
+    still exists, in one unique-index read."""
+    wanted = list(job_ids)
+    for job_id in wanted:
+        require_uuid("job_id", job_id)
+    rows = JobRecord.objects.using(jobs_database()).filter(job_id__in=wanted)
+    return dict(rows.values_list("job_id", "sequence"))
+
+
 @dataclass(frozen=True)
 class JobContent:
     """A job's sensitive content: the payload it was enqueued with and what its handler returned

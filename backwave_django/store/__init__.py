@@ -17,6 +17,10 @@ of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 
 from __future__ import annotations
 
+# The reads the store used to hold, kept under their old names here (docs/upgrading.md): the
+# monitor reads them now (monitor/observers.py, monitor/workflows.py).
+from ..monitor.observers import observer_cursor, observer_dead_letters, observer_lag, transition_event
+from ..monitor.workflows import list_workflows, workflow_graph, workflow_status
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import (
     cancel_job,
@@ -48,15 +52,7 @@ from .leases import (
     release_leases,
     sweep_expired_leases,
 )
-from .observers import (
-    claim_observer_deliveries,
-    observer_cursor,
-    observer_dead_letters,
-    observer_lag,
-    report_observer_deliveries,
-    sequence_log,
-    transition_event,
-)
+from .observers import claim_observer_deliveries, report_observer_deliveries, sequence_log
 from .outcomes import job_output, report_outcome, report_outcomes
 from .schedules import (
     mint_due,
@@ -66,7 +62,7 @@ from .schedules import (
     trigger_schedule,
     upsert_schedule,
 )
-from .workflows import enqueue_workflow, list_workflows, workflow_graph, workflow_status
+from .workflows import enqueue_workflow
 
 __all__ = [
     "CANCEL_CHANNEL",

@@ -1,4 +1,4 @@
-"""Transition observers: numbering the log, claiming deliveries, reporting them, reading lag.
+"""Transition observers: numbering the log, claiming deliveries, reporting them.
 
 **Numbering** (:func:`sequence_log`). Entries are written with a null ``position``. The sequencer
 (one at a time: it locks the ``LogSequencer`` row) numbers entries whose transaction has ended,
@@ -18,11 +18,13 @@ that passed position P can never skip an entry that shows up afterwards with a l
 after the observer's cursor, skipping those that do not match its subscription, stopping at a
 pending delivery whose retry is not due yet (head of line) or at ``max_rows``; a report marks
 deliveries and advances the cursor over the contiguous prefix of entries that are settled.
+
+**Reading** an observer's cursor, lag and dead letters is the monitor's (``monitor/observers.py``),
+through :func:`subscription_filter` and :func:`event_values`, so a read matches what a claim does.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,10 +35,7 @@ from django.db.models import Q
 from ..core.observing import (
     Delivery,
     ObserverClaim,
-    ObserverDeadLetterEntry,
     ObserverDisposition,
-    ObserverLag,
-    TransitionEvent,
     require_states,
 )
 from ..core.states import JobState
@@ -83,7 +82,8 @@ WITH horizon AS (
 SELECT (SELECT xmin FROM horizon), count(*), max(position), max(tx_id) FROM written
 """
 
-_EVENT_FIELDS = (
+#: The columns of a transition-log entry an observer receives (:func:`event_values`).
+EVENT_FIELDS = (
     "position",
     "job__job_id",
     "ordinal",
@@ -292,7 +292,7 @@ def report_observer_deliveries(
     return atomic_retrying(using, body)
 
 
-def _matching(observer: Observer) -> Q:
+def subscription_filter(observer: Observer) -> Q:
     """The subscription as a filter on transition-log entries."""
     match = Q(state__in=observer.states)
     if observer.wire_name is not None:
@@ -333,7 +333,7 @@ def _sweep(
     settled.update(resolved)
     first_pending = (
         JobTransition.objects.using(using)
-        .filter(_matching(observer), position__gt=observer.cursor, position__lte=last)
+        .filter(subscription_filter(observer), position__gt=observer.cursor, position__lte=last)
         .exclude(position__in=list(settled))
         .order_by("position")
         .values_list("position", flat=True)
@@ -384,7 +384,7 @@ def _count_lost_attempts(using: str, observer: Observer, *, reported: set[int] |
     positions = [
         p
         for p in JobTransition.objects.using(using)
-        .filter(_matching(observer), position__gt=observer.cursor, position__lte=through)
+        .filter(subscription_filter(observer), position__gt=observer.cursor, position__lte=through)
         .values_list("position", flat=True)
         if p is not None and p not in (reported or ())
     ]
@@ -446,9 +446,9 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
     while len(collected) < max_rows:
         entries = list(
             JobTransition.objects.using(using)
-            .filter(_matching(observer), position__gt=after)
+            .filter(subscription_filter(observer), position__gt=after)
             .order_by("position")
-            .values(*_EVENT_FIELDS)[:window]
+            .values(*EVENT_FIELDS)[:window]
         )
         if not entries:
             break
@@ -481,8 +481,8 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
     ]
 
 
-def _event_values(entry: dict[str, Any]) -> dict[str, Any]:
-    """A log entry read with ``_EVENT_FIELDS`` as the fields of a :class:`TransitionEvent`."""
+def event_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry read with ``EVENT_FIELDS`` as the fields of a :class:`TransitionEvent`."""
     return {
         "position": -1 if entry["position"] is None else entry["position"],
         "job_id": entry["job__job_id"],
@@ -498,77 +498,4 @@ def _event_values(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _delivery(entry: dict[str, Any], attempt: int) -> Delivery:
-    return Delivery(**_event_values(entry), delivery_attempt=attempt)
-
-
-# --- Reads -------------------------------------------------------------------------------------------
-
-
-def observer_cursor(observer_id: str) -> int:
-    """The last position the observer has passed; -1 when unknown or nothing passed yet."""
-    cursor = (
-        Observer.objects.using(jobs_database())
-        .filter(observer_id=observer_id)
-        .values_list("cursor", flat=True)
-        .first()
-    )
-    return -1 if cursor is None else int(cursor)
-
-
-def observer_lag(
-    observer_id: str, *, states: Iterable[JobState], wire_name: str | None = None, queue: str | None = None
-) -> ObserverLag:
-    """The cursor, how many numbered entries after it match the subscription and are not settled,
-    and the time of the oldest of them."""
-    using = jobs_database()
-    observer = Observer(
-        observer_id=observer_id,
-        cursor=observer_cursor(observer_id),
-        states=[int(s) for s in require_states(states)],
-        wire_name=wire_name,
-        queue=queue,
-    )
-    settled = list(
-        ObserverDelivery.objects.using(using)
-        .filter(observer_id=observer_id, position__gt=observer.cursor)
-        .exclude(resolution=ObserverDelivery.PENDING)
-        .values_list("position", flat=True)
-    )
-    pending = (
-        JobTransition.objects.using(using)
-        .filter(_matching(observer), position__gt=observer.cursor)
-        .exclude(position__in=settled)
-    )
-    oldest = pending.order_by("position").values_list("recorded_at", flat=True).first()
-    return ObserverLag(observer.cursor, pending.count(), oldest)
-
-
-def observer_dead_letters(observer_id: str) -> list[ObserverDeadLetterEntry]:
-    """The deliveries the observer gave up on, oldest first."""
-    return [
-        ObserverDeadLetterEntry(
-            position=d.position,
-            job_id=d.job_id,
-            ordinal=d.ordinal,
-            state=JobState(d.state),
-            attempt=d.attempt,
-            delivery_attempts=d.delivery_attempts,
-            dead_lettered_at=d.dead_lettered_at,
-        )
-        for d in ObserverDeadLetter.objects.using(jobs_database())
-        .filter(observer_id=observer_id)
-        .order_by("dead_lettered_at", "position")
-    ]
-
-
-def transition_event(job_id: uuid.UUID, ordinal: int) -> TransitionEvent | None:
-    """One entry as an observer would receive it (numbered or not), or None."""
-    entry = (
-        JobTransition.objects.using(jobs_database())
-        .filter(job__job_id=job_id, ordinal=ordinal)
-        .values(*_EVENT_FIELDS)
-        .first()
-    )
-    if entry is None:
-        return None
-    return TransitionEvent(**_event_values(entry))
+    return Delivery(**event_values(entry), delivery_attempt=attempt)

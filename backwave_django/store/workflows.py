@@ -1,4 +1,5 @@
-"""Workflows: enqueueing a group of jobs with its graph, and reading a workflow back.
+"""Workflows: enqueueing a group of jobs with its graph (reading one back is the monitor's:
+``monitor/workflows.py``).
 
 :func:`enqueue_workflow` judges the whole definition first (the order of the checks is the
 contract, docs/workflows.md), then writes, in one transaction: the ``Workflow`` row (on create),
@@ -15,23 +16,19 @@ while an append is adding members to it.
 from __future__ import annotations
 
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter
 from datetime import datetime
 
 from django.db import IntegrityError
-from django.db.models import Count, Q
+from django.db.models import Q
 
 from ..conf import BackWaveSettings, get_settings
 from ..core.outcomes import NewJob
-from ..core.states import LIVE_STATES, EnqueueResult, JobState, WorkflowEnqueueResult, WorkflowStatus
-from ..core.validation import require_aware, require_count, require_uuid
+from ..core.states import LIVE_STATES, EnqueueResult, WorkflowEnqueueResult
+from ..core.validation import require_aware
 from ..core.workflows import (
     WorkflowDefinition,
-    WorkflowGraph,
-    WorkflowSummary,
     topological_order,
-    workflow_status_of,
 )
 from ..database import jobs_database
 from ..models import JobRecord, Workflow, WorkflowEdge
@@ -202,111 +199,6 @@ def refusal_text(definition: WorkflowDefinition, result: WorkflowEnqueueResult) 
         if bound is not None and BOUND_RESULTS[bound] is result:
             return f"{label}: {refusal_message(member, bound, settings)}"
     return f"{label}: refused ({result.value})"
-
-
-# --- Reading workflows ------------------------------------------------------------------------
-
-
-def member_counts(workflow_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dict[JobState, int]]:
-    """Members per state of each of these workflows: one grouped query (``backwave_job_workflow``)."""
-    wanted = list(dict.fromkeys(workflow_ids))
-    counts: dict[uuid.UUID, dict[JobState, int]] = {workflow_id: {} for workflow_id in wanted}
-    if not wanted:
-        return counts
-    rows = (
-        JobRecord.objects.using(jobs_database())
-        .filter(workflow_id__in=wanted)
-        .order_by()
-        .values_list("workflow_id", "state")
-        .annotate(n=Count("pk"))
-    )
-    for workflow_id, state, n in rows:
-        counts[workflow_id][JobState(state)] = n
-    return counts
-
-
-def workflow_status(workflow_id: uuid.UUID) -> WorkflowStatus | None:
-    """The workflow's status, projected from its members' states; None if there is no such workflow."""
-    require_uuid("workflow_id", workflow_id)
-    using = jobs_database()
-    if not Workflow.objects.using(using).filter(workflow_id=workflow_id).exists():
-        return None
-    states = (
-        JobRecord.objects.using(using)
-        .filter(workflow_id=workflow_id)
-        .order_by()
-        .values_list("state", flat=True)
-        .distinct()
-    )
-    return workflow_status_of(states)
-
-
-def workflow_graph(workflow_id: uuid.UUID) -> WorkflowGraph | None:
-    """The workflow with its stored members (parents before children; ties in insertion order)
-    and the structural edges between them; None if there is no such workflow. After retention
-    removed some members, only the remaining ones and the edges between them are listed."""
-    require_uuid("workflow_id", workflow_id)
-    using = jobs_database()
-    row = (
-        Workflow.objects.using(using)
-        .filter(workflow_id=workflow_id)
-        .values_list("name", "created_at", "restarted_from")
-        .first()
-    )
-    if row is None:
-        return None
-    name, created_at, restarted_from = row
-    members = list(
-        JobRecord.objects.using(using)
-        .filter(workflow_id=workflow_id)
-        .order_by("sequence")
-        .values_list("job_id", flat=True)
-    )
-    present = set(members)
-    edges = [
-        (parent, child)
-        for parent, child in WorkflowEdge.objects.using(using)
-        .filter(workflow_id=workflow_id)
-        .order_by("id")
-        .values_list("parent_id", "child_id")
-        if parent in present and child in present
-    ]
-    parents: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-    for parent, child in edges:
-        parents[child].append(parent)
-    return WorkflowGraph(
-        workflow_id=workflow_id,
-        name=name,
-        created_at=created_at,
-        restarted_from=restarted_from,
-        members=tuple(topological_order(members, parents)),
-        edges=tuple(edges),
-    )
-
-
-def list_workflows(*, limit: int | None = None, offset: int = 0) -> list[WorkflowSummary]:
-    """Workflows, oldest ``created_at`` first (the workflow id breaks ties), each with its member
-    count and status: ``limit`` of them (None: all) after skipping ``offset``. Two queries: the
-    page of workflows (``backwave_workflow_created``) and their members' states, grouped."""
-    if limit is not None:
-        require_count("limit", limit)
-    require_count("offset", offset)
-    rows = Workflow.objects.using(jobs_database()).order_by("created_at", "workflow_id")
-    page = rows[offset:] if limit is None else rows[offset : offset + limit]
-    workflows = list(page.values_list("workflow_id", "name", "created_at", "restarted_from"))
-    counts = member_counts(workflow_id for workflow_id, *_ in workflows)
-    return [
-        WorkflowSummary(
-            workflow_id=workflow_id,
-            name=name,
-            created_at=created_at,
-            restarted_from=restarted_from,
-            member_count=sum(counts[workflow_id].values()),
-            status=workflow_status_of(counts[workflow_id]),
-            counts=counts[workflow_id],
-        )
-        for workflow_id, name, created_at, restarted_from in workflows
-    ]
 
 
 # --- Retention (called by housekeeping.purge_terminal) -----------------------------------------
