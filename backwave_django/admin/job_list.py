@@ -25,8 +25,7 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import OuterRef, QuerySet, Subquery
-from django.db.models.functions import Substr
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -42,7 +41,8 @@ from ..core.job_filter import (
     read_priority,
 )
 from ..core.states import JobState, TerminalStateClass
-from ..models import JobRecord, JobTransition, QueueSettings, RecurringSchedule, WorkerNode
+from ..models import JobRecord
+from ..monitor import configured_queues, schedule_ids, with_last_failure as monitor_last_failure, worker_ids
 from .console import HIDDEN_TEXT, attempt_ceiling, discarded_marker, progress_bar
 from .display import copy_button, job_state_badge, short_job_id, tag_pills, timestamp
 
@@ -158,7 +158,7 @@ class QueueFilter(_ChoicesFilter):
         return [
             "default",
             *(definition.queue for definition in registry.definitions().values()),
-            *QueueSettings.objects.values_list("queue", flat=True),
+            *configured_queues(),
         ]
 
 
@@ -179,7 +179,7 @@ class ScheduleFilter(_ChoicesFilter):
     parameter_name = field = "schedule_id"
 
     def known_values(self) -> list[str]:
-        return list(RecurringSchedule.objects.values_list("schedule_id", flat=True))
+        return schedule_ids()
 
 
 class LeaseOwnerFilter(_ChoicesFilter):
@@ -190,7 +190,7 @@ class LeaseOwnerFilter(_ChoicesFilter):
     parameter_name = field = "lease_owner"
 
     def known_values(self) -> list[str]:
-        return list(WorkerNode.objects.order_by("worker_id").values_list("worker_id", flat=True))
+        return worker_ids()
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
@@ -266,14 +266,7 @@ def with_last_failure(queryset: QuerySet[Any], *, detail: bool) -> QuerySet[Any]
     Each is a subquery on the transition log's (job, ordinal) index, newest entry first, so a page
     costs one query however many rows it shows; without ``detail`` the detail is never read.
     """
-    failures = JobTransition.objects.filter(job_id=OuterRef("pk"), failure_detail__isnull=False).order_by(
-        "-ordinal"
-    )
-    queryset = queryset.annotate(bw_failed_at=Subquery(failures.values("recorded_at")[:1]))
-    if detail:
-        head = failures.annotate(head=Substr("failure_detail", 1, FAILURE_HEAD_CHARS)).values("head")[:1]
-        queryset = queryset.annotate(bw_failure_head=Subquery(head))
-    return queryset
+    return monitor_last_failure(queryset, detail_chars=FAILURE_HEAD_CHARS if detail else None)
 
 
 def last_failure_cell(job: JobRecord) -> str:

@@ -17,10 +17,10 @@ an attempt failed and when, and that the detail is hidden. Every read goes throu
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString
 
 from .. import monitor
 from ..core.states import JobState
-from ..models import JobDependency, JobRecord
+from ..models import JobRecord
 from .console import DETAIL_ROWS, HIDDEN_TEXT, attempt_ceiling, discarded_marker, worker_url
 from .display import job_state_badge, short_duration, timestamp
 
@@ -159,19 +159,22 @@ def transition_rows(entries: list[monitor.HistoryEntry]) -> list[dict[str, Any]]
     ]
 
 
-def linked_jobs(edges: QuerySet[JobDependency], side: str) -> list[dict[str, Any]]:
-    """The jobs on one side (``parent`` or ``child``) of some dependency edges, as link rows."""
-    rows = edges.order_by(f"{side}_id").values_list(
-        f"{side}__sequence", f"{side}__job_id", f"{side}__wire_name", f"{side}__state"
-    )[:DETAIL_ROWS]
+def linked_jobs(job_id: uuid.UUID) -> dict[str, list[dict[str, Any]]]:
+    """The job's parents and children still gated (``monitor.linked_jobs``), as link rows:
+    ``bw_parents`` and ``bw_children``."""
+    parents, children = monitor.linked_jobs(job_id, limit=DETAIL_ROWS)
+    return {"bw_parents": _link_rows(parents), "bw_children": _link_rows(children)}
+
+
+def _link_rows(jobs: list[monitor.LinkedJob]) -> list[dict[str, Any]]:
     return [
         {
-            "url": reverse("admin:backwave_django_jobrecord_change", args=[pk]),
-            "job_id": job_id,
-            "wire_name": wire_name,
-            "badge": SafeString(job_state_badge(state)),
+            "url": reverse("admin:backwave_django_jobrecord_change", args=[job.sequence]),
+            "job_id": job.job_id,
+            "wire_name": job.wire_name,
+            "badge": SafeString(job_state_badge(job.state)),
         }
-        for pk, job_id, wire_name, state in rows
+        for job in jobs
     ]
 
 

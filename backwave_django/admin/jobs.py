@@ -25,8 +25,8 @@ from django.utils.safestring import SafeString
 from .. import operator
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
-from ..models import JobDependency, JobRecord, RecurringSchedule
-from ..monitor import with_lease_expiry
+from ..models import JobRecord
+from ..monitor import count_in_state, schedule_row_id, with_lease_expiry
 from ..monitor.search import search_jobs
 from .console import (
     CANCEL_PERMISSION,
@@ -270,7 +270,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
             },
         ]
         for label, state, blurb, testid in FAILURE_TABS:
-            count = JobRecord.objects.filter(state=state)[: FAILURE_COUNT_CAP + 1].count()
+            count = count_in_state(state, up_to=FAILURE_COUNT_CAP + 1)
             tabs.append(
                 {
                     "label": label,
@@ -427,9 +427,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
     def minted_by(self, job: JobRecord) -> str:
         if job.schedule_id is None:
             return "—"
-        pk = (
-            RecurringSchedule.objects.filter(schedule_id=job.schedule_id).values_list("pk", flat=True).first()
-        )
+        pk = schedule_row_id(job.schedule_id)
         if pk is None:
             return format_html("{} (schedule removed)", job.schedule_id)
         url = reverse("admin:backwave_django_recurringschedule_change", args=[pk])
@@ -497,8 +495,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
             "bw_hidden_text": HIDDEN_TEXT,
             "bw_history_off": get_settings().history is HistoryPolicy.OFF,
             **page_context(request, job, sensitive=sensitive),
-            "bw_parents": linked_jobs(JobDependency.objects.filter(child_id=job.pk), "parent"),
-            "bw_children": linked_jobs(JobDependency.objects.filter(parent_id=job.pk), "child"),
+            **linked_jobs(job.job_id),
             "bw_can_cancel": not state.is_terminal and self.has_cancel_permission(request),
             "bw_can_requeue": state in (JobState.DEAD_LETTERED, JobState.QUARANTINED)
             and self.has_requeue_permission(request),

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -29,7 +29,8 @@ from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
 from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
-from ..models import JobRecord, RecurringSchedule
+from ..models import RecurringSchedule
+from ..monitor import has_live_instance, minted_instances, schedule_row_id, with_live_instance
 from ..store import resolve_schedule
 from .console import (
     DETAIL_ROWS,
@@ -54,8 +55,6 @@ UNREGISTERED = (
 )
 LIVE_INSTANCE = SafeString('<span class="bw-pill" data-testid="bw-live-instance">live instance</span>')
 NO_LIVE_INSTANCE = SafeString('<span class="bw-quiet">no live instance</span>')
-#: The states of an instance that is still live (the "live instance" column).
-LIVE_STATES = [state for state in JobState if not state.is_terminal]
 
 
 class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -215,7 +214,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     empty_text = (
         "No recurring schedules. Add one with the button above, or declare it in settings "
-        "(BACKWAVE[\"SCHEDULES\"], docs/schedules.md): a worker mints a job at each tick."
+        '(BACKWAVE["SCHEDULES"], docs/schedules.md): a worker mints a job at each tick.'
     )
 
     form = RecurringScheduleForm
@@ -239,9 +238,8 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         return not declared and super().has_delete_permission(request, obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RecurringSchedule]:
-        live = JobRecord.objects.filter(schedule_id=OuterRef("schedule_id"), state__in=LIVE_STATES)
-        schedules: QuerySet[RecurringSchedule] = super().get_queryset(request)
-        return schedules.annotate(has_live_instance=Exists(live))
+        schedules: QuerySet[RecurringSchedule] = with_live_instance(super().get_queryset(request))
+        return schedules
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         return super().changelist_view(request, {"title": "Recurring schedules", **(extra_context or {})})
@@ -260,7 +258,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         spec = form.spec
         assert spec is not None, "save_model runs only after the form validated"
         operator.save_schedule(spec, actor=request.user.get_username())
-        obj.pk = RecurringSchedule.objects.values_list("pk", flat=True).get(schedule_id=spec.schedule_id)
+        obj.pk = schedule_row_id(spec.schedule_id)
 
     def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:
         """The delete page: remove the schedule through the operator (minted instances stay)."""
@@ -316,7 +314,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
     def live_instance(self, row: RecurringSchedule) -> bool:
         live = getattr(row, "has_live_instance", None)
         if live is None:
-            live = JobRecord.objects.filter(schedule_id=row.schedule_id, state__in=LIVE_STATES).exists()
+            live = has_live_instance(row.schedule_id)
         return bool(live)
 
     @admin.display(description="live instance")
@@ -400,21 +398,16 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
 def _minted_instances(schedule_id: str) -> list[dict[str, Any]]:
     """The newest minted instances of a schedule, for its detail page."""
-    rows = (
-        JobRecord.objects.filter(schedule_id=schedule_id)
-        .order_by("-sequence")
-        .values_list("sequence", "job_id", "state", "attempt", "due_time", "terminal_at")[:DETAIL_ROWS]
-    )
     return [
         {
             "link": SafeString(
-                job_link(reverse("admin:backwave_django_jobrecord_change", args=[pk]), job_id)
+                job_link(reverse("admin:backwave_django_jobrecord_change", args=[job.sequence]), job.job_id)
             ),
-            "job_id": job_id,
-            "badge": SafeString(job_state_badge(state)),
-            "attempt": attempt,
-            "due": SafeString(timestamp(due)),
-            "terminal": SafeString(timestamp(terminal)),
+            "job_id": job.job_id,
+            "badge": SafeString(job_state_badge(job.state)),
+            "attempt": job.attempt,
+            "due": SafeString(timestamp(job.due_time)),
+            "terminal": SafeString(timestamp(job.terminal_at)),
         }
-        for pk, job_id, state, attempt, due, terminal in rows
+        for job in minted_instances(schedule_id, limit=DETAIL_ROWS)
     ]

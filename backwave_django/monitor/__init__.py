@@ -77,10 +77,20 @@ from .dashboard import (
     schedule_health,
     state_totals,
     throughput,
+    worker_ids,
     worker_stale_after,
     worker_statuses,
 )
-from .history import HistoryEntry, dependency_edges, job_history, transition_log, transition_logs
+from .history import (
+    HistoryEntry,
+    LinkedJob,
+    dependency_edges,
+    job_history,
+    linked_jobs,
+    transition_log,
+    transition_logs,
+    with_last_failure,
+)
 from .jobs import (
     MAX_PAGE,
     HasKey,
@@ -91,6 +101,7 @@ from .jobs import (
     JobSnapshot,
     MonitorJob,
     TagPredicate,
+    count_in_state,
     count_jobs,
     find_jobs,
     get_job,
@@ -107,8 +118,26 @@ from .observers import (
     recent_dead_letters,
     transition_event,
 )
-from .queues import QueueUse, declared_queues, is_queue_in_use, queue_use, queues_in_use, similar_queues
-from .schedules import ScheduleRow, ScheduleSnapshot, list_schedules
+from .queues import (
+    QueueUse,
+    configured_queues,
+    declared_queues,
+    is_queue_in_use,
+    queue_use,
+    queues_in_use,
+    similar_queues,
+)
+from .schedules import (
+    MintedInstance,
+    ScheduleRow,
+    ScheduleSnapshot,
+    has_live_instance,
+    list_schedules,
+    minted_instances,
+    schedule_ids,
+    schedule_row_id,
+    with_live_instance,
+)
 from .search import SCAN_LIMIT, Resolved, Search, resolve_job, search_jobs, search_notes
 from .tags import MAX_SUGGESTIONS, facet_sample, suggest_tags, tag_facet
 from .workflows import (
@@ -146,6 +175,8 @@ __all__ = [
     "JobContent",
     "JobQuery",
     "JobSnapshot",
+    "LinkedJob",
+    "MintedInstance",
     "MonitorJob",
     "ObserverPosition",
     "Overview",
@@ -170,6 +201,8 @@ __all__ = [
     "WorkflowMember",
     "WorkflowMembers",
     "attempts_from_log",
+    "configured_queues",
+    "count_in_state",
     "count_jobs",
     "dead_lettered_by_lease_expiry",
     "declared_queues",
@@ -178,6 +211,7 @@ __all__ = [
     "facet_sample",
     "find_jobs",
     "get_job",
+    "has_live_instance",
     "is_queue_in_use",
     "is_worker_live",
     "job_attempts",
@@ -185,10 +219,12 @@ __all__ = [
     "job_history",
     "job_sequences",
     "lease_expired_condition",
+    "linked_jobs",
     "list_jobs",
     "list_schedules",
     "list_workflows",
     "member_counts",
+    "minted_instances",
     "needs_attention",
     "observer_cursor",
     "observer_dead_letter_count",
@@ -206,6 +242,8 @@ __all__ = [
     "resolve_job",
     "running_by_worker",
     "schedule_health",
+    "schedule_ids",
+    "schedule_row_id",
     "search_jobs",
     "search_notes",
     "similar_queues",
@@ -216,8 +254,11 @@ __all__ = [
     "transition_event",
     "transition_log",
     "transition_logs",
+    "with_last_failure",
     "with_lease_expiry",
+    "with_live_instance",
     "with_tags",
+    "worker_ids",
     "worker_stale_after",
     "worker_statuses",
     "workflow_graph",

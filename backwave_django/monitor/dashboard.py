@@ -211,6 +211,11 @@ class WorkerStatus:
     live: bool
 
 
+def worker_ids() -> list[str]:
+    """The id of every registered worker process, sorted."""
+    return list(WorkerNode.objects.order_by("worker_id").values_list("worker_id", flat=True))
+
+
 def worker_statuses(*, now: datetime) -> list[WorkerStatus]:
     """Every registered worker process, live ones first, each most recently seen first (one query)."""
     require_aware("now", now)

@@ -13,8 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Substr
 
 from ..conf import get_settings
 from ..core.states import HistoryPolicy, JobState
@@ -126,3 +128,49 @@ def dependency_edges(job_id: uuid.UUID) -> tuple[list[uuid.UUID], list[uuid.UUID
     children = edges.filter(parent__job_id=job_id).values_list("child__job_id", flat=True)
     # Sorted here, not by the database: MariaDB's UUID type orders its values in another order.
     return sorted(parents), sorted(children)
+
+
+@dataclass(frozen=True)
+class LinkedJob:
+    """A job on the other side of a dependency edge, as a job page links it."""
+
+    sequence: int
+    job_id: uuid.UUID
+    wire_name: str
+    state: JobState
+
+
+def linked_jobs(job_id: uuid.UUID, *, limit: int) -> tuple[list[LinkedJob], list[LinkedJob]]:
+    """``(parents, children)`` of the job, like :func:`dependency_edges` (the edges still gating),
+    each side at most ``limit`` jobs, by ``sequence``, with what a link to them shows."""
+    require_uuid("job_id", job_id)
+    edges = JobDependency.objects.using(jobs_database())
+    sides = []
+    for side, mine in (("parent", "child"), ("child", "parent")):
+        rows = edges.filter(**{f"{mine}__job_id": job_id}).order_by(f"{side}_id")
+        columns = (f"{side}__sequence", f"{side}__job_id", f"{side}__wire_name", f"{side}__state")
+        sides.append(
+            [
+                LinkedJob(sequence, linked, wire_name, JobState(state))
+                for sequence, linked, wire_name, state in rows.values_list(*columns)[:limit]
+            ]
+        )
+    return sides[0], sides[1]
+
+
+def with_last_failure(jobs: QuerySet[Any], *, detail_chars: int | None) -> QuerySet[Any]:
+    """Annotate each job with its newest recorded failure: ``bw_failed_at`` (when), and unless
+    ``detail_chars`` is None (a viewer who may not see it), ``bw_failure_head``, the first
+    ``detail_chars`` characters of its failure detail.
+
+    Each is a subquery on the transition log's (job, ordinal) index, newest entry first, so a page
+    costs one query however many rows it shows; without ``detail_chars`` the detail is never read.
+    """
+    failures = JobTransition.objects.filter(job_id=OuterRef("pk"), failure_detail__isnull=False).order_by(
+        "-ordinal"
+    )
+    annotated: QuerySet[Any] = jobs.annotate(bw_failed_at=Subquery(failures.values("recorded_at")[:1]))
+    if detail_chars is not None:
+        head = failures.annotate(head=Substr("failure_detail", 1, detail_chars)).values("head")[:1]
+        annotated = annotated.annotate(bw_failure_head=Subquery(head))
+    return annotated

@@ -27,7 +27,7 @@ from django.db.models import Count, Exists, F, OuterRef, QuerySet, Value
 
 from ..core.states import DependencyMode, JobState
 from ..core.tags import Tag, TagPair, tag_from_pair
-from ..core.validation import require_uuid
+from ..core.validation import require_count, require_uuid
 from ..database import jobs_database
 from ..models import JobRecord, JobTag
 from ._sql import Ordinal, SameText, text
@@ -382,6 +382,14 @@ def list_jobs(query: JobQuery | None = None) -> list[JobSnapshot]:
         jobs = jobs if after is None else jobs.filter(sequence__gt=after)
         jobs = jobs.order_by("sequence")
     return _rows(list(jobs.values_list(*COLUMNS)[:limit]))
+
+
+def count_in_state(state: JobState, *, up_to: int) -> int:
+    """The jobs in ``state``, counted up to ``up_to`` (reading at most that many index entries; a
+    caller shows ``up_to`` as "that many or more")."""
+    require_count("up_to", up_to)
+    jobs = JobRecord.objects.using(jobs_database()).filter(state=JobState(state))
+    return jobs[:up_to].count()
 
 
 def count_jobs() -> list[tuple[str, JobState, int]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .. import registry
 from ..conf import get_settings
 from ..database import jobs_database
-from ..models import JobRecord, RecurringSchedule
+from ..models import JobRecord, QueueSettings, RecurringSchedule
 
 #: How alike two names must be to be suggested (``difflib``'s ratio; "biling" ~ "billing" is 0.92).
 SUGGESTION_CUTOFF = 0.75
@@ -93,6 +93,12 @@ def queues_in_use() -> list[str]:
     """Every queue something uses, sorted (one scan of the job table for its distinct queues)."""
     stored = JobRecord.objects.using(jobs_database()).order_by().values_list("queue", flat=True).distinct()
     return sorted(set(declared_queues()) | set(stored))
+
+
+def configured_queues() -> list[str]:
+    """The queues with stored settings (paused, or limited, by an operator or by ``QUEUES``), sorted."""
+    rows = QueueSettings.objects.using(jobs_database()).order_by("queue")
+    return list(rows.values_list("queue", flat=True))
 
 
 def similar_queues(queue: str, *, limit: int = 3) -> list[str]:

@@ -7,14 +7,17 @@ CLI and the testing harness agree on when a schedule fires next and why one cann
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Exists, OuterRef, QuerySet
+
 from ..core import planner
-from ..core.states import CatchUp
+from ..core.states import LIVE_STATES, CatchUp, JobState
 from ..database import jobs_database
-from ..models import RecurringSchedule
+from ..models import JobRecord, RecurringSchedule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,3 +87,61 @@ def list_schedules() -> list[ScheduleSnapshot]:
             )
         )
     return schedules
+
+
+# --- The console's schedule pages ---------------------------------------------------------------
+
+
+def schedule_ids() -> list[str]:
+    """The id of every stored schedule, by id."""
+    rows = RecurringSchedule.objects.using(jobs_database()).order_by("schedule_id")
+    return list(rows.values_list("schedule_id", flat=True))
+
+
+def schedule_row_id(schedule_id: str) -> int | None:
+    """The stored schedule's row id (the console's pages name rows by it), or None."""
+    rows = RecurringSchedule.objects.using(jobs_database()).filter(schedule_id=schedule_id)
+    found: int | None = rows.values_list("pk", flat=True).first()
+    return found
+
+
+def _live_instances(schedule_id: Any) -> QuerySet[JobRecord]:
+    live = [int(state) for state in LIVE_STATES]
+    return JobRecord.objects.using(jobs_database()).filter(schedule_id=schedule_id, state__in=live)
+
+
+def has_live_instance(schedule_id: str) -> bool:
+    """Whether an instance of the schedule is still live (Scheduled, Awaiting Parent or Leased): the
+    fact ``no_overlap`` acts on."""
+    return _live_instances(schedule_id).exists()
+
+
+def with_live_instance(schedules: QuerySet[Any]) -> QuerySet[Any]:
+    """``schedules``, each annotated with ``has_live_instance`` (:func:`has_live_instance`), in the
+    page's one query."""
+    annotated: QuerySet[Any] = schedules.annotate(
+        has_live_instance=Exists(_live_instances(OuterRef("schedule_id")))
+    )
+    return annotated
+
+
+@dataclass(frozen=True)
+class MintedInstance:
+    """One job a schedule minted, as its page lists it."""
+
+    sequence: int
+    job_id: uuid.UUID
+    state: JobState
+    attempt: int
+    due_time: datetime
+    terminal_at: datetime | None
+
+
+def minted_instances(schedule_id: str, *, limit: int) -> list[MintedInstance]:
+    """The schedule's newest ``limit`` instances still stored, newest first."""
+    rows = JobRecord.objects.using(jobs_database()).filter(schedule_id=schedule_id).order_by("-sequence")
+    columns = ("sequence", "job_id", "state", "attempt", "due_time", "terminal_at")
+    return [
+        MintedInstance(sequence, job_id, JobState(state), attempt, due_time, terminal_at)
+        for sequence, job_id, state, attempt, due_time, terminal_at in rows.values_list(*columns)[:limit]
+    ]
