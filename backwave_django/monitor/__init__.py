@@ -11,6 +11,7 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.history`: :func:`job_history` (the transition log), :func:`transition_log` (the log as
   stored, with or without failure detail), :func:`transition_logs` (many jobs' logs in bulk) and
   :func:`dependency_edges`;
+- :mod:`.activity`: what is due and when something happens next (the testing harness's pump);
 - :mod:`.attempts`: :func:`job_attempts` (one row per attempt, read off the transition log) and
   whether the lease sweep dead-lettered a job (:func:`with_lease_expiry` for a page of jobs,
   :func:`dead_lettered_by_lease_expiry` for one);
@@ -33,6 +34,14 @@ describes each read, its ordering and its cost at scale.
 
 from __future__ import annotations
 
+from .activity import (
+    first_due_queue,
+    has_due_jobs,
+    has_pending_jobs,
+    leased_queues,
+    next_due_time,
+    next_lease_expiry,
+)
 from .attempts import (
     LEASE_EXPIRED_ATTRIBUTE,
     Attempt,
@@ -210,8 +219,11 @@ __all__ = [
     "executing",
     "facet_sample",
     "find_jobs",
+    "first_due_queue",
     "get_job",
+    "has_due_jobs",
     "has_live_instance",
+    "has_pending_jobs",
     "is_queue_in_use",
     "is_worker_live",
     "job_attempts",
@@ -219,6 +231,7 @@ __all__ = [
     "job_history",
     "job_sequences",
     "lease_expired_condition",
+    "leased_queues",
     "linked_jobs",
     "list_jobs",
     "list_schedules",
@@ -226,6 +239,8 @@ __all__ = [
     "member_counts",
     "minted_instances",
     "needs_attention",
+    "next_due_time",
+    "next_lease_expiry",
     "observer_cursor",
     "observer_dead_letter_count",
     "observer_dead_letters",

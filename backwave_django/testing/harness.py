@@ -27,17 +27,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Min
 
-from .. import clock, store
+from .. import clock, monitor, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
-from ..core import planner
 from ..core.outcomes import ClaimedJob, ScheduleSpec, Snoozed, outcome_effect
 from ..core.states import CatchUp, JobState, OutcomeResult
 from ..core.validation import require_aware
 from ..database import jobs_database
-from ..models import JobRecord, RecurringSchedule
 from ..registry import JobDefinition
 from ..worker.execution import Finished, Running, run_inline, settle, timed_out
 from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_schedules
@@ -292,7 +289,7 @@ class BackWaveHarness(JobAssertions):
         deadline = self._now + within
         budget = self._budget(max_jobs)
         summary, upcoming = self._pump_instant(budget)
-        while self._pending().exists():
+        while monitor.has_pending_jobs(queues=self._queues):
             if upcoming is None or upcoming > deadline:
                 pending = [j for j in read_jobs(states=_NON_TERMINAL) if self._serves(j.queue)]
                 raise HarnessLimitExceeded(
@@ -316,25 +313,12 @@ class BackWaveHarness(JobAssertions):
         That is the earliest of: a Scheduled job coming due (in a served queue), a lease expiring, a
         schedule's next tick. A schedule with ticks still unresolved at ``now`` counts as ``now``.
         """
-        using = jobs_database()
-        due = self._served(
-            JobRecord.objects.using(using).filter(state=JobState.SCHEDULED, due_time__gt=self._now)
-        ).aggregate(first=Min("due_time"))["first"]
-        expiry = (
-            JobRecord.objects.using(using)
-            .filter(state=JobState.LEASED, lease_expiry__gt=self._now)
-            .aggregate(first=Min("lease_expiry"))["first"]
-        )
+        due = monitor.next_due_time(self._now, queues=self._queues)
+        expiry = monitor.next_lease_expiry(self._now)
         candidates = [t for t in (due, expiry) if t is not None]
-        for cron, time_zone, cursor in RecurringSchedule.objects.using(using).values_list(
-            "cron", "time_zone", "cursor"
-        ):
-            try:
-                tick = planner.resolve(cron, time_zone)(cursor)
-            except ValueError:
-                continue  # a poisoned schedule never mints
-            if tick is not None:
-                candidates.append(max(tick, self._now))
+        # A poisoned schedule (its error set) never mints: it has no next tick.
+        ticks = (schedule.next_due for schedule in monitor.list_schedules())
+        candidates.extend(max(tick, self._now) for tick in ticks if tick is not None)
         later = [t for t in candidates if t >= self._now]
         return min(later) if later else None
 
@@ -445,7 +429,7 @@ class BackWaveHarness(JobAssertions):
         With ``budget`` (attempts this call may still run) at 0, a due job raises instead.
         """
         if budget is not None and budget <= 0:
-            if not self._due().exists():
+            if not monitor.has_due_jobs(self._now, queues=self._queues):
                 return None
             raise HarnessLimitExceeded(
                 f"the job budget (max_jobs) ran out at {self._now.isoformat()} with jobs still due; a job "
@@ -469,15 +453,9 @@ class BackWaveHarness(JobAssertions):
 
     def _claim(self) -> ClaimedJob | None:
         """Lease the due job with the earliest (due time, sequence), skipping paused or full queues."""
-        due = self._due()
         blocked: list[str] = []
         while True:
-            queue = (
-                due.exclude(queue__in=blocked)
-                .order_by("due_time", "sequence")
-                .values_list("queue", flat=True)
-                .first()
-            )
+            queue = monitor.first_due_queue(self._now, queues=self._queues, excluding=blocked)
             if queue is None:
                 return None
             claimed = store.claim(
@@ -524,21 +502,8 @@ class BackWaveHarness(JobAssertions):
         assert finished is not None
         return finished
 
-    def _served(self, queryset: Any) -> Any:
-        return queryset if self._queues is None else queryset.filter(queue__in=self._queues)
-
     def _serves(self, queue: str) -> bool:
         return self._queues is None or queue in self._queues
-
-    def _due(self) -> Any:
-        """Scheduled jobs due at ``now`` in the served queues."""
-        return self._served(
-            JobRecord.objects.using(jobs_database()).filter(state=JobState.SCHEDULED, due_time__lte=self._now)
-        )
-
-    def _pending(self) -> Any:
-        """Jobs not yet terminal in the served queues: what ``drain`` waits for."""
-        return self._served(JobRecord.objects.using(jobs_database()).filter(state__in=_NON_TERMINAL))
 
     # --- What a worker does at start and on its maintenance tick, on the virtual clock ------------
 
@@ -559,7 +524,7 @@ class BackWaveHarness(JobAssertions):
         """Expire leases, mint due schedule ticks and (if enabled) purge by retention; returns minted."""
         tick = maintenance_tick(
             get_settings(),
-            queues=self._queues if self._queues is not None else _leased_queues(),
+            queues=self._queues if self._queues is not None else monitor.leased_queues(),
             now=self._now,
             retention=self._retention,
             max_batches=None,
@@ -568,17 +533,6 @@ class BackWaveHarness(JobAssertions):
 
 
 # --- Helpers ----------------------------------------------------------------------------------------
-
-
-def _leased_queues() -> list[str]:
-    return sorted(
-        set(
-            JobRecord.objects.using(jobs_database())
-            .filter(state=JobState.LEASED)
-            .values_list("queue", flat=True)
-            .distinct()
-        )
-    )
 
 
 def _summarise(finished: Finished) -> RunSummary:
