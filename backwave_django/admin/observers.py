@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 
 from django.contrib import admin
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -21,8 +21,14 @@ from django.utils.html import format_html, format_html_join
 
 from ..core.observing import ObserverLag
 from ..core.states import JobState
-from ..models import JobRecord, Observer, ObserverDeadLetter
-from ..monitor import job_sequences, observer_dead_letter_count, observer_lag, recent_dead_letters
+from ..models import Observer, ObserverDeadLetter
+from ..monitor import (
+    job_sequences,
+    observer_dead_letter_count,
+    observer_lag,
+    recent_dead_letters,
+    with_job_sequence,
+)
 from ..observers import definitions
 from .console import DETAIL_ROWS, ReadOnlyAdmin
 from .display import (
@@ -176,9 +182,8 @@ class ObserverDeadLetterAdmin(ReadOnlyAdmin):
     ordering = ("-dead_lettered_at", "-position")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ObserverDeadLetter]:
-        job_pk = JobRecord.objects.filter(job_id=OuterRef("job_id")).values("pk")[:1]
-        letters: QuerySet[ObserverDeadLetter] = super().get_queryset(request)
-        return letters.annotate(job_pk=Subquery(job_pk))
+        letters: QuerySet[ObserverDeadLetter] = with_job_sequence(super().get_queryset(request))
+        return letters
 
     @admin.display(description="job")
     def job(self, row: ObserverDeadLetter) -> str:

@@ -126,6 +126,7 @@ from .observers import (
     observer_lag,
     recent_dead_letters,
     transition_event,
+    with_job_sequence,
 )
 from .queues import (
     QueueUse,
@@ -269,6 +270,7 @@ __all__ = [
     "transition_event",
     "transition_log",
     "transition_logs",
+    "with_job_sequence",
     "with_last_failure",
     "with_lease_expiry",
     "with_live_instance",

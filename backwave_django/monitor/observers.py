@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from ..core.observing import ObserverDeadLetterEntry, ObserverLag, TransitionEvent, require_states
 from ..core.states import JobState
 from ..core.validation import require_count
 from ..database import jobs_database
-from ..models import JobTransition, Observer, ObserverDeadLetter, ObserverDelivery
+from ..models import JobRecord, JobTransition, Observer, ObserverDeadLetter, ObserverDelivery
 from ..store.observers import EVENT_FIELDS, event_values, subscription_filter
 
 
@@ -86,6 +89,14 @@ def _entry(d: ObserverDeadLetter) -> ObserverDeadLetterEntry:
         delivery_attempts=d.delivery_attempts,
         dead_lettered_at=d.dead_lettered_at,
     )
+
+
+def with_job_sequence(letters: QuerySet[Any]) -> QuerySet[Any]:
+    """Dead letters (a queryset of them), each annotated with ``job_pk``: the ``sequence`` of its
+    job, or None once the job was purged. A probe of the job table's ``job_id`` index per row."""
+    job = JobRecord.objects.filter(job_id=OuterRef("job_id")).values("sequence")[:1]
+    annotated: QuerySet[Any] = letters.annotate(job_pk=Subquery(job))
+    return annotated
 
 
 def transition_event(job_id: uuid.UUID, ordinal: int) -> TransitionEvent | None:
