@@ -247,7 +247,7 @@ def _imports(path: Path) -> list[str]:
     """The package modules ``path`` imports, relative ones resolved."""
     module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     package = module.rpartition(".")[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
-    found = []
+    found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")
