@@ -35,9 +35,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
+from ..core import actors
 from ..core.states import JobState
 from ..models import JobRecord, Workflow
-from ..store.leases import LEASE_EXPIRED_CAUSE
 from .display import format_instant, timestamp
 
 CANCEL_PERMISSION = "backwave_django.cancel_jobrecord"
@@ -132,7 +132,7 @@ def console_button(*, permission: str) -> Callable[[ButtonView], ButtonView]:
 # --- Jobs: the attempt ceiling, the Discarded marker, progress ------------------------------------
 
 #: A lease-expiry dead letter's cause, any attempt number (the store words it; this only reads it).
-_LEASE_EXPIRED = re.compile(re.escape(LEASE_EXPIRED_CAUSE).replace(re.escape("{attempt}"), r"\d+"))
+_LEASE_EXPIRED = re.compile(re.escape(actors.lease_expired(0)).replace("0", r"\d+"))
 
 
 def attempt_ceiling(job: JobRecord) -> int:
@@ -407,7 +407,7 @@ def bulk_operator_action(
         if confirm is not None and (page := confirm(model_admin, request, queryset)) is not None:
             return page
         done = []
-        actor = request.user.get_username()
+        actor = actors.admin_user(request.user)
         for row in queryset:
             result = getattr(run(row, actor), "name", "")
             label = labels.get(result, "done")

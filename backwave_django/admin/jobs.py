@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 
 from .. import operator
 from ..conf import get_settings
+from ..core import actors
 from ..core.states import HistoryPolicy, JobState
 from ..models import JobDependency, JobRecord, RecurringSchedule
 from ..monitor.search import search_jobs
@@ -581,7 +582,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
                 request, f"No job with id “{object_id}”; nothing was changed.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_jobrecord_changelist"))
-        result = run(job.job_id, actor=request.user.get_username()).name
+        result = run(job.job_id, actor=actors.admin_user(request.user)).name
         self.log_change(request, job, f"{verb}: {labels[result]}")
         result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))

@@ -24,7 +24,7 @@ from django.utils.safestring import SafeString
 
 from .. import operator, registry
 from ..conf import get_settings
-from ..core import planner
+from ..core import actors, planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
@@ -215,7 +215,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     empty_text = (
         "No recurring schedules. Add one with the button above, or declare it in settings "
-        "(BACKWAVE[\"SCHEDULES\"], docs/schedules.md): a worker mints a job at each tick."
+        '(BACKWAVE["SCHEDULES"], docs/schedules.md): a worker mints a job at each tick.'
     )
 
     form = RecurringScheduleForm
@@ -259,16 +259,16 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         """Hand the validated definition to the operator (which audits it; the store writes the row)."""
         spec = form.spec
         assert spec is not None, "save_model runs only after the form validated"
-        operator.save_schedule(spec, actor=request.user.get_username())
+        operator.save_schedule(spec, actor=actors.admin_user(request.user))
         obj.pk = RecurringSchedule.objects.values_list("pk", flat=True).get(schedule_id=spec.schedule_id)
 
     def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:
         """The delete page: remove the schedule through the operator (minted instances stay)."""
-        operator.remove_schedule(obj.schedule_id, actor=request.user.get_username())
+        operator.remove_schedule(obj.schedule_id, actor=actors.admin_user(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RecurringSchedule]) -> None:
         """The "delete selected" action: one operator removal (and audit row) per schedule."""
-        actor = request.user.get_username()
+        actor = actors.admin_user(request.user)
         for schedule_id in queryset.values_list("schedule_id", flat=True):
             operator.remove_schedule(schedule_id, actor=actor)
 
@@ -390,7 +390,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
                 request, f"No schedule with id “{object_id}”; nothing was triggered.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_recurringschedule_changelist"))
-        result = operator.trigger_schedule(schedule.schedule_id, actor=request.user.get_username()).name
+        result = operator.trigger_schedule(schedule.schedule_id, actor=actors.admin_user(request.user)).name
         label = TRIGGER_LABELS[result]
         self.log_change(request, schedule, f"Trigger now: {label}")
         done = [Acted(result, label, schedule_name(schedule))]

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..core import actors
 from ..core.states import JobState
-from ..store.leases import LEASE_EXPIRY_ACTOR
 from .history import HistoryEntry, transition_log
 
 
@@ -82,7 +82,7 @@ class Attempt:
 
 
 def _outcome(end: HistoryEntry) -> AttemptOutcome:
-    expired = end.actor == LEASE_EXPIRY_ACTOR
+    expired = end.actor == actors.LEASE_EXPIRY
     if end.state is JobState.SUCCEEDED:
         return AttemptOutcome.SUCCEEDED
     if end.state is JobState.SCHEDULED:
