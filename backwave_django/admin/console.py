@@ -30,10 +30,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
+from .. import clock
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
 from ..core import actors
 from ..core.states import JobState
@@ -91,7 +91,7 @@ def live_context(name: str, regions: str, refresh_ms: int, url: str = "") -> dic
         "regions": regions,
         "refresh_ms": refresh_ms,
         "url": url,
-        "now": format_instant(timezone.now()),
+        "now": format_instant(clock.now()),
     }
 
 

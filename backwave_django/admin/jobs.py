@@ -18,11 +18,10 @@ from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import operator
+from .. import clock, operator
 from ..conf import get_settings
 from ..core import actors
 from ..core.states import HistoryPolicy, JobState
@@ -323,7 +322,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="due / ended")
     def when(self, job: JobRecord) -> str:
-        return when_cell(job, timezone.now())
+        return when_cell(job, clock.now())
 
     @admin.display(description="job id")
     def job_id_copy(self, job: JobRecord) -> str:

@@ -22,11 +22,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import monitor, operator
+from .. import clock, monitor, operator
 from ..core import actors
 from ..core.states import JobState, RemoveQueueResult
 from ..models import QueueSettings
@@ -108,7 +107,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         started = time.perf_counter()
-        now = timezone.now()
+        now = clock.now()
         depths = {depth.queue: depth for depth in monitor.queue_depths()}
         statuses = monitor.queue_statuses(list(depths.values()))
         latency = {entry.queue: entry for entry in monitor.queue_latency(now=now)}

@@ -4,7 +4,7 @@ Schedule rows are written only through :mod:`backwave_django.operator`: saving t
 ``operator.save_schedule`` and deleting (one schedule, or the selected ones) calls
 ``operator.remove_schedule``, with the acting user as the actor, so every schedule saved or
 removed here leaves one ``OperatorAudit`` row. The form validates a definition exactly as the
-store would, with the store's own read-only ``resolve_schedule``; see ``docs/admin.md``
+store would, with the rule the store applies (``planner.require_schedulable``); see ``docs/admin.md``
 ("Recurring schedules").
 """
 
@@ -30,7 +30,6 @@ from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
 from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
 from ..models import JobRecord, RecurringSchedule
-from ..store import resolve_schedule
 from .console import (
     DETAIL_ROWS,
     TRIGGER_PERMISSION,
@@ -61,7 +60,7 @@ LIVE_STATES = [state for state in JobState if not state.is_terminal]
 class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """Create or redefine a schedule, validated exactly as ``store.upsert_schedule`` validates it.
 
-    Cron and zone go through ``store.resolve_schedule`` (the function the upsert calls); the wire
+    Cron and zone go through ``planner.require_schedulable`` (the rule the upsert applies); the wire
     name and payload through ``registry.route`` (what a worker does with each instance), so a
     schedule whose every instance would be Quarantined is refused with the cause. Nothing is saved
     by the form: :meth:`RecurringScheduleAdmin.save_model` hands :attr:`spec` to
@@ -122,13 +121,13 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cron, zone = data.get("cron"), data.get("time_zone") or None
         if cron:
             try:
-                resolve_schedule(cron, None)
+                planner.require_schedulable(cron, None)
             except ValueError as exc:
                 self.add_error("cron", str(exc))
             else:
                 if zone is not None:
                     try:
-                        resolve_schedule(cron, zone)
+                        planner.require_schedulable(cron, zone)
                     except ValueError as exc:
                         self.add_error("time_zone", str(exc))
         wire_name = data.get("wire_name")
