@@ -224,7 +224,8 @@ def _removed_parameters(
         else:
             found.append(
                 (
-                    f"parameter {name} removed — rows enqueued before this change that pass it will quarantine",
+                    f"parameter {name} removed — rows enqueued before this change that pass it "
+                    "will quarantine",
                     True,
                 )
             )

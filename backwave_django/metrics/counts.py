@@ -149,8 +149,8 @@ def _observer_positions(using: str, now: datetime) -> tuple[ObserverPosition, ..
     last = LogSequencer.objects.using(using).filter(pk=1).values_list("last_position", flat=True).first()
     last = -1 if last is None else int(last)
     positions = []
-    for observer_id, cursor in Observer.objects.using(using).order_by("observer_id").values_list(
-        "observer_id", "cursor"
+    for observer_id, cursor in (
+        Observer.objects.using(using).order_by("observer_id").values_list("observer_id", "cursor")
     ):
         behind = max(0, last - cursor)
         lag = 0.0

@@ -104,9 +104,7 @@ class WorkerEndpoint:
             last_heartbeat=lambda: worker.heartbeat_at,
             started_at=time.time(),
         )
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, name="backwave-metrics", daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.serve_forever, name="backwave-metrics", daemon=True)
         self.thread.start()
         logger.info("Worker metrics at %s/metrics, health at %s/healthz", self.address, self.address)
 
