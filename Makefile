@@ -74,8 +74,10 @@ test: venv
 test-django52: venv-dj52
 	BACKWAVE_VENV=$(VENV_DJ52) BACKWAVE_COMPAT_LEGS=1 bash scripts/run_tests.sh $(PYTEST_ARGS)
 
-# Formatting is not enforced; `ruff check`, strict mypy and the package layout (no import cycles, no
-# module over 600 lines: scripts/check_layout.py) are. Each runs even when an earlier one fails.
+# Formatting is not enforced; `ruff check`, strict mypy and the package layout (the rules of
+# docs/architecture.md: no import cycles, private modules and room dependencies, Django's connection
+# internals in one module, the clock, no module over 600 lines and no function over 80:
+# scripts/check_layout.py) are. Each runs even when an earlier one fails.
 lint: $(VENV)/.stamp
 	@status=0; \
 	echo "$(VENV)/bin/ruff check backwave_django tests benchmarks"; \

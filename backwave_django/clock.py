@@ -1,9 +1,12 @@
 """The one real clock.
 
-The store never reads a clock (every operation takes ``now``). Application-side code (enqueues in
-``client``, actions in ``operator``) and the worker read the time here, as ``clock.now()``.
-``backwave_django.testing`` swaps :data:`now` for its virtual clock while a harness is active, so
-that ``.enqueue()`` in the code under test stamps jobs with virtual time. Nothing else assigns it.
+``core/``, ``store/`` and ``monitor/`` never read a clock: every operation takes ``now``. Every
+other room (``client``, ``operator``, ``workflows``, ``context``, ``tasks``, ``worker/``,
+``admin/``, ``cli/``, ``metrics/``) reads the current instant here, as ``clock.now()``, and never
+through ``timezone.now()``, ``datetime.now()`` or their kin (``scripts/check_layout.py`` enforces
+both halves). ``backwave_django.testing`` swaps :data:`now` for its virtual clock while a harness
+is active, so that ``.enqueue()`` in the code under test stamps jobs with virtual time. Nothing
+else assigns it. Elapsed time (``time.monotonic()``) is not an instant and is not read here.
 """
 
 from __future__ import annotations

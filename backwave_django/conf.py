@@ -265,60 +265,19 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         errors.append(f"BACKWAVE has an unknown key {unknown!r}.")
     merged = {**DEFAULTS, **{k: v for k, v in user.items() if k in DEFAULTS}}
 
-    ints: dict[str, int] = {}
-    for key in _POSITIVE_INTS:
-        value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.append(f"{key} must be a positive int, got {value!r}.")
-            value = DEFAULTS[key]
-        ints[key.lower()] = value
-    if ints["max_wire_name_length"] > WIRE_NAME_COLUMN_LENGTH:
-        errors.append(
-            f"MAX_WIRE_NAME_LENGTH is at most {WIRE_NAME_COLUMN_LENGTH} (the column size), "
-            f"got {ints['max_wire_name_length']}."
-        )
-
-    lease = _duration(merged["LEASE_DURATION"], "LEASE_DURATION", errors)
-    if merged["HEARTBEAT_INTERVAL"] is None:
-        heartbeat = lease / 3
-    else:
-        heartbeat = _duration(merged["HEARTBEAT_INTERVAL"], "HEARTBEAT_INTERVAL", errors)
-        if heartbeat >= lease:
-            errors.append(
-                f"HEARTBEAT_INTERVAL ({heartbeat}) must be shorter than LEASE_DURATION ({lease}); "
-                "a third of it is the default."
-            )
-
-    retry_options = _sub_dict(user, "RETRY", _RETRY_KEYS, errors)
-    try:
-        retry = RetryPolicy(max_attempts=retry_options["MAX_ATTEMPTS"], backoff=retry_options["BACKOFF"])
-    except (TypeError, ValueError) as exc:
-        errors.append(f"RETRY is invalid: {exc}")
-        retry = RetryPolicy()
-
-    observer_options = _sub_dict(user, "OBSERVER_RETRY", _RETRY_KEYS, errors)
-    try:
-        observer_retry = RetryPolicy(
-            max_attempts=observer_options["MAX_ATTEMPTS"], backoff=observer_options["BACKOFF"]
-        )
-    except (TypeError, ValueError) as exc:
-        errors.append(f"OBSERVER_RETRY is invalid: {exc}")
-        observer_retry = RetryPolicy()
-
+    ints = _positive_ints(merged, errors)
+    lease, heartbeat = _lease_and_heartbeat(merged, errors)
+    retry = _retry_policy(user, "RETRY", errors)
+    observer_retry = _retry_policy(user, "OBSERVER_RETRY", errors)
     retention_options = _sub_dict(user, "RETENTION", _RETENTION_KEYS, errors)
     retention = {
         key: None if value is None else _duration(value, f"RETENTION[{key!r}]", errors, allow_zero=True)
         for key, value in retention_options.items()
     }
-
     history = _history(merged["HISTORY"], errors)
     if history is HistoryPolicy.TRANSITIONS_AND_FAILURE_DETAIL and env_flag(DISABLE_FAILURE_DETAIL_ENV):
         history = HistoryPolicy.TRANSITIONS
-
-    prefetch = merged["PREFETCH"]
-    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
-        errors.append(f"PREFETCH must be None or an int >= 0, got {prefetch!r}.")
-        prefetch = DEFAULTS["PREFETCH"]
+    prefetch = _prefetch(merged["PREFETCH"], errors)
 
     resolved = BackWaveSettings(
         **ints,
@@ -348,6 +307,55 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
         metrics_token=_token(merged["METRICS_TOKEN"], errors),
     )
     return resolved, errors
+
+
+def _positive_ints(merged: Mapping[str, Any], errors: list[str]) -> dict[str, int]:
+    """The settings that are positive ints, by their lower-case field names (a bad one: its default)."""
+    ints: dict[str, int] = {}
+    for key in _POSITIVE_INTS:
+        value = merged[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.append(f"{key} must be a positive int, got {value!r}.")
+            value = DEFAULTS[key]
+        ints[key.lower()] = value
+    if ints["max_wire_name_length"] > WIRE_NAME_COLUMN_LENGTH:
+        errors.append(
+            f"MAX_WIRE_NAME_LENGTH is at most {WIRE_NAME_COLUMN_LENGTH} (the column size), "
+            f"got {ints['max_wire_name_length']}."
+        )
+    return ints
+
+
+def _lease_and_heartbeat(merged: Mapping[str, Any], errors: list[str]) -> tuple[timedelta, timedelta]:
+    """``LEASE_DURATION`` and ``HEARTBEAT_INTERVAL`` (a third of the lease unless set; shorter than it)."""
+    lease = _duration(merged["LEASE_DURATION"], "LEASE_DURATION", errors)
+    if merged["HEARTBEAT_INTERVAL"] is None:
+        return lease, lease / 3
+    heartbeat = _duration(merged["HEARTBEAT_INTERVAL"], "HEARTBEAT_INTERVAL", errors)
+    if heartbeat >= lease:
+        errors.append(
+            f"HEARTBEAT_INTERVAL ({heartbeat}) must be shorter than LEASE_DURATION ({lease}); "
+            "a third of it is the default."
+        )
+    return lease, heartbeat
+
+
+def _retry_policy(user: Mapping[str, Any], key: str, errors: list[str]) -> RetryPolicy:
+    """The retry policy the sub-dict ``key`` (``RETRY`` or ``OBSERVER_RETRY``) declares."""
+    options = _sub_dict(user, key, _RETRY_KEYS, errors)
+    try:
+        return RetryPolicy(max_attempts=options["MAX_ATTEMPTS"], backoff=options["BACKOFF"])
+    except (TypeError, ValueError) as exc:
+        errors.append(f"{key} is invalid: {exc}")
+        return RetryPolicy()
+
+
+def _prefetch(value: Any, errors: list[str]) -> int | None:
+    """``PREFETCH``: None or an int >= 0."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        errors.append(f"PREFETCH must be None or an int >= 0, got {value!r}.")
+        return DEFAULTS["PREFETCH"]  # type: ignore[no-any-return]
+    return value
 
 
 @functools.cache

@@ -173,89 +173,146 @@ def _label(parameter: Mapping[str, Any]) -> str:
 
 
 def _compare_job(wire_name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
-    changes: list[Change] = []
     old_params = {p["name"]: p for p in old["parameters"]}
     new_params = {p["name"]: p for p in new["parameters"]}
-    new_has_var_keyword = any(p["kind"] == "var_keyword" for p in new["parameters"])
+    found = [
+        *_removed_parameters(old_params, new_params, new["parameters"]),
+        *_added_parameters(old_params, new_params),
+        *_changed_parameters(old_params, new_params),
+        *_moved_parameters(old["parameters"], new["parameters"]),
+        *_queue_change(old, new),
+    ]
+    return [Change(wire_name, message, breaking=breaking) for message, breaking in found]
 
-    def change(message: str, *, breaking: bool) -> None:
-        changes.append(Change(wire_name, message, breaking=breaking))
 
+#: What one comparison found: its message, and whether stored rows break.
+_Found = list[tuple[str, bool]]
+
+
+def _removed_parameters(
+    old_params: Mapping[str, Any], new_params: Mapping[str, Any], new_parameters: list[Any]
+) -> _Found:
+    """The parameters the new signature no longer has, and which stored rows that breaks."""
+    new_has_var_keyword = any(p["kind"] == "var_keyword" for p in new_parameters)
+    found: _Found = []
     for name, parameter in old_params.items():
         if name in new_params:
             continue
         if parameter["kind"] in _VARIADIC_KINDS:
-            change(
-                f"parameter {_label(parameter)} removed — rows enqueued before this change that "
-                "passed extra arguments will quarantine",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {_label(parameter)} removed — rows enqueued before this change that "
+                    "passed extra arguments will quarantine",
+                    True,
+                )
             )
         elif parameter["required"]:
-            change(
-                f"parameter {name} removed — rows enqueued before this change will quarantine",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} removed — rows enqueued before this change will quarantine",
+                    True,
+                )
             )
         elif new_has_var_keyword:
-            change(
-                f"parameter {name} removed — rows enqueued before this change that pass it positionally "
-                "will quarantine (passed by keyword, it lands in **kwargs)",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} removed — rows enqueued before this change that pass it positionally "
+                    "will quarantine (passed by keyword, it lands in **kwargs)",
+                    True,
+                )
             )
         else:
-            change(
-                f"parameter {name} removed — rows enqueued before this change that pass it will quarantine",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} removed — rows enqueued before this change that pass it "
+                    "will quarantine",
+                    True,
+                )
             )
+    return found
+
+
+def _added_parameters(old_params: Mapping[str, Any], new_params: Mapping[str, Any]) -> _Found:
+    """The parameters the new signature adds (breaking without a default)."""
+    found: _Found = []
     for name, parameter in new_params.items():
         if name in old_params:
             continue
         if parameter["required"]:
-            change(
-                f"parameter {name} added without a default — rows enqueued before this change do not "
-                "carry it and will quarantine; give it a default",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} added without a default — rows enqueued before this change do not "
+                    "carry it and will quarantine; give it a default",
+                    True,
+                )
             )
         else:
-            change(f"parameter {_label(parameter)} added (optional; stored rows still bind)", breaking=False)
+            found.append((f"parameter {_label(parameter)} added (optional; stored rows still bind)", False))
+    return found
 
+
+def _changed_parameters(old_params: Mapping[str, Any], new_params: Mapping[str, Any]) -> _Found:
+    """The parameters both signatures have, changed in kind, default or annotation."""
+    found: _Found = []
     for name in old_params.keys() & new_params.keys():
         before, after = old_params[name], new_params[name]
         if before["kind"] != after["kind"]:
-            change(
-                f"parameter {name} changed from {before['kind']} to {after['kind']} — rows enqueued "
-                "before this change that pass it the old way will quarantine",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} changed from {before['kind']} to {after['kind']} — rows enqueued "
+                    "before this change that pass it the old way will quarantine",
+                    True,
+                )
             )
         if not before["required"] and after["required"]:
-            change(
-                f"parameter {name} lost its default — rows enqueued before this change that left it "
-                "out will quarantine",
-                breaking=True,
+            found.append(
+                (
+                    f"parameter {name} lost its default — rows enqueued before this change that left it "
+                    "out will quarantine",
+                    True,
+                )
             )
         elif before["required"] and not after["required"]:
-            change(f"parameter {name} gained a default (stored rows still bind)", breaking=False)
+            found.append((f"parameter {name} gained a default (stored rows still bind)", False))
         if before.get("annotation") != after.get("annotation"):
-            change(
-                f"parameter {name} annotation changed from {before.get('annotation')} to "
-                f"{after.get('annotation')} — stored rows still carry values of the old type; make "
-                "sure the handler accepts them",
-                breaking=False,
+            found.append(
+                (
+                    f"parameter {name} annotation changed from {before.get('annotation')} to "
+                    f"{after.get('annotation')} — stored rows still carry values of the old type; make "
+                    "sure the handler accepts them",
+                    False,
+                )
             )
+    return found
 
-    old_order = [p["name"] for p in old["parameters"] if p["kind"] in _POSITIONAL_KINDS]
-    new_order = [p["name"] for p in new["parameters"] if p["kind"] in _POSITIONAL_KINDS]
+
+def _moved_parameters(old_parameters: list[Any], new_parameters: list[Any]) -> _Found:
+    """The positional parameters that moved (stored positional arguments bind to the wrong one)."""
+    found: _Found = []
+    old_order = [p["name"] for p in old_parameters if p["kind"] in _POSITIONAL_KINDS]
+    new_order = [p["name"] for p in new_parameters if p["kind"] in _POSITIONAL_KINDS]
     for name in old_order:
         if name in new_order and old_order.index(name) != new_order.index(name):
-            change(
-                f"positional parameter {name} moved from position {old_order.index(name) + 1} to "
-                f"{new_order.index(name) + 1} — rows enqueued before this change that pass it "
-                "positionally bind it to the wrong parameter",
-                breaking=True,
+            found.append(
+                (
+                    f"positional parameter {name} moved from position {old_order.index(name) + 1} to "
+                    f"{new_order.index(name) + 1} — rows enqueued before this change that pass it "
+                    "positionally bind it to the wrong parameter",
+                    True,
+                )
             )
+    return found
+
+
+def _queue_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> _Found:
+    """A changed queue (stored rows stay on the old one)."""
+    found: _Found = []
     if old.get("queue") != new.get("queue"):
-        change(
-            f"queue changed from {old.get('queue')} to {new.get('queue')} — rows enqueued before this "
-            f"change stay in {old.get('queue')}; keep a worker serving it until they drain",
-            breaking=False,
+        found.append(
+            (
+                f"queue changed from {old.get('queue')} to {new.get('queue')} — rows enqueued before this "
+                f"change stay in {old.get('queue')}; keep a worker serving it until they drain",
+                False,
+            )
         )
-    return changes
+    return found

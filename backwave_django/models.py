@@ -277,6 +277,16 @@ class Observer(models.Model):
     def __str__(self) -> str:
         return self.observer_id
 
+    def matching_entries(self) -> Q:
+        """The subscription as a filter on transition-log entries: the one rule a claim delivers by
+        (``store/observers.py``) and the lag is read by (``monitor/observers.py``)."""
+        match = Q(state__in=self.states)
+        if self.wire_name is not None:
+            match &= Q(job__wire_name=self.wire_name)
+        if self.queue is not None:
+            match &= Q(job__queue=self.queue)
+        return match
+
 
 class ObserverDelivery(models.Model):
     """A delivery of one log entry to one observer that needs remembering until the cursor

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from . import clock, monitor, store
 from .conf import get_settings
+from .core import actors
 from .core.outcomes import ScheduleSpec
 from .core.states import (
     CancelResult,
@@ -180,6 +181,6 @@ def purge(*, actor: str, dry_run: bool = False, on_batch: PurgeProgress | None =
         classes.append(PurgedClass(state_class, keep, cutoff, jobs))
     report = PurgeReport(dry_run, now, tuple(classes))
     if not dry_run:
-        parts = ", ".join(f"{entry.state_class.name.lower()} {entry.jobs}" for entry in classes)
-        store.record_purge(actor=actor, summary=f"{report.jobs} jobs ({parts})", now=clock.now())
+        per_class = {entry.state_class.name.lower(): entry.jobs for entry in classes}
+        store.record_purge(actor=actor, summary=actors.purge_summary(report.jobs, per_class), now=clock.now())
     return report

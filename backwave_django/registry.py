@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, Protocol, 
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .core import actors
 from .core.callables import P, R
 from .core.encoding import json_bytes
 from .core.retry import (
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
     from .context import JobContext
     from .core.outcomes import Outcome
 
-
-NO_HANDLER_CAUSE = "no handler registered for wire name '{wire_name}'"
-NO_LONGER_DECODES_CAUSE = "payload for wire name '{wire_name}' no longer decodes: {message}"
 
 _REGISTRY: dict[str, JobDefinition[Any, Any]] = {}
 
@@ -498,9 +496,9 @@ def route(wire_name: str, payload: Any) -> Routed | NotRoutable:
     """Find the handler for a claimed job and bind its payload, or say exactly why not."""
     definition = _REGISTRY.get(wire_name)
     if definition is None:
-        return NotRoutable(NO_HANDLER_CAUSE.format(wire_name=wire_name))
+        return NotRoutable(actors.no_handler(wire_name))
     try:
         args, kwargs = definition.decode(payload)
     except PayloadError as exc:
-        return NotRoutable(NO_LONGER_DECODES_CAUSE.format(wire_name=wire_name, message=exc))
+        return NotRoutable(actors.no_longer_decodes(wire_name, exc))
     return Routed(definition, args, kwargs)

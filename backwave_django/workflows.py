@@ -31,7 +31,6 @@ from .core.states import WorkflowEnqueueResult
 from .core.validation import require_str
 from .core.workflows import MAX_WORKFLOW_NAME_LENGTH, WorkflowDefinition
 from .exceptions import WorkflowError
-from .store.workflows import refusal_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +130,7 @@ class WorkflowBuilder:
         )
         result = store.enqueue_workflow(definition, now=now)
         if result is not WorkflowEnqueueResult.OK:
-            raise WorkflowError(result, refusal_text(definition, result))
+            raise WorkflowError(result, store.refusal_text(definition, result))
         if signals.job_enqueued.has_listeners():
             announce_enqueued(self._jobs)
         self._receipt = WorkflowReceipt(self._workflow_id, tuple(job.job_id for job in self._jobs))

@@ -29,11 +29,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
+from .. import clock
 from ..conf import DISABLE_SENSITIVE_ENV, env_flag, get_settings
+from ..core import actors
 from ..core.states import JobState
 from ..models import JobRecord
 from ..monitor import LEASE_EXPIRED_ATTRIBUTE, dead_lettered_by_lease_expiry, workflow_header
@@ -90,7 +91,7 @@ def live_context(name: str, regions: str, refresh_ms: int, url: str = "") -> dic
         "regions": regions,
         "refresh_ms": refresh_ms,
         "url": url,
-        "now": format_instant(timezone.now()),
+        "now": format_instant(clock.now()),
     }
 
 
@@ -411,7 +412,7 @@ def bulk_operator_action(
         if confirm is not None and (page := confirm(model_admin, request, queryset)) is not None:
             return page
         done = []
-        actor = request.user.get_username()
+        actor = actors.admin_user(request.user)
         for row in queryset:
             result = getattr(run(row, actor), "name", "")
             label = labels.get(result, "done")

@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from .. import monitor
+from .. import clock, monitor
 from ..core.states import JobState, TerminalStateClass
 from .console import (
     BREADCRUMBS_AS_LIST,
@@ -223,7 +223,40 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
     """Everything the dashboard templates render, as plain rows with their links precomputed."""
     view = monitor.overview(now=now)
     states = monitor.STATE_ORDER
-    depth_rows = [
+    return {
+        "view": view,
+        "now_text": format_instant(view.now),
+        "workers": _worker_rows(view, now),
+        "states": [{"state": state, "badge": SafeString(job_state_badge(state))} for state in states],
+        "depth_rows": _depth_rows(view),
+        "totals": _total_cells(view),
+        "all_jobs_url": jobs_url(),
+        "executing": _executing_rows(view),
+        "executing_url": jobs_url(state__exact=int(JobState.LEASED)),
+        "leased_total": view.total(JobState.LEASED),
+        "attention": _attention_rows(view, now),
+        "dead_lettered_total": view.total(JobState.DEAD_LETTERED),
+        "quarantined_total": view.total(JobState.QUARANTINED),
+        "dead_lettered_url": jobs_url(state__exact=int(JobState.DEAD_LETTERED)),
+        "quarantined_url": jobs_url(state__exact=int(JobState.QUARANTINED)),
+        "latency": _latency_rows(view),
+        "paused": [{"name": s.queue, "url": jobs_url(queue=s.queue)} for s in view.paused_queues],
+        "at_limit": _at_limit_rows(view),
+        "stale_after": short_duration(monitor.worker_stale_after()),
+        "failures_url": jobs_url(terminal_class=int(TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED)),
+        "retrying_url": jobs_url(retrying=1),
+        "scan_limit": monitor.THROUGHPUT_SCAN_LIMIT,
+        "schedule_problems": _schedule_problem_rows(view, now),
+        "schedules_url": reverse("admin:backwave_django_recurringschedule_changelist"),
+        "workers_url": reverse("admin:backwave_django_workernode_changelist"),
+        "queues_url": reverse("admin:backwave_django_queuesettings_changelist"),
+        "chart": build_chart(view.throughput),
+    }
+
+
+def _depth_rows(view: monitor.Overview) -> list[dict[str, Any]]:
+    """One row per queue: its total and one linked cell per state."""
+    return [
         {
             "queue": depth.queue,
             "url": jobs_url(queue=depth.queue),
@@ -234,17 +267,24 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
                     "count": count,
                     "url": jobs_url(queue=depth.queue, state__exact=int(state)),
                 }
-                for state, count in zip(states, depth.counts, strict=True)
+                for state, count in zip(monitor.STATE_ORDER, depth.counts, strict=True)
             ],
         }
         for depth in view.depths
     ]
-    totals = [
+
+
+def _total_cells(view: monitor.Overview) -> list[dict[str, Any]]:
+    """The jobs in each state over every queue, each linked to the job list."""
+    return [
         {"state": state, "count": count, "url": jobs_url(state__exact=int(state)), "tone": STATE_TONES[state]}
-        for state, count in zip(states, view.totals, strict=True)
+        for state, count in zip(monitor.STATE_ORDER, view.totals, strict=True)
     ]
-    paused = [{"name": status.queue, "url": jobs_url(queue=status.queue)} for status in view.paused_queues]
-    at_limit = [
+
+
+def _at_limit_rows(view: monitor.Overview) -> list[dict[str, Any]]:
+    """The queues running as many jobs as their concurrency limit allows."""
+    return [
         {
             "name": status.queue,
             "url": jobs_url(queue=status.queue, state__exact=int(JobState.LEASED)),
@@ -253,8 +293,11 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for status in view.queues_at_limit
     ]
-    paused_names = {status.queue for status in view.paused_queues}
-    executing = [
+
+
+def _executing_rows(view: monitor.Overview) -> list[dict[str, Any]]:
+    """The jobs running now, with their lease's end and the worker holding it."""
+    return [
         {
             "job": job,
             "short_id": short_job_id(job.job_id),
@@ -265,7 +308,11 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for job in view.executing
     ]
-    attention = [
+
+
+def _attention_rows(view: monitor.Overview, now: datetime) -> list[dict[str, Any]]:
+    """The jobs that need an operator's attention, with a preview of their cause."""
+    return [
         {
             "job": job,
             "short_id": short_job_id(job.job_id),
@@ -276,7 +323,12 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for job in view.needs_attention
     ]
-    latency = [
+
+
+def _latency_rows(view: monitor.Overview) -> list[dict[str, Any]]:
+    """Each queue's oldest due job, and whether the queue is paused."""
+    paused_names = {status.queue for status in view.paused_queues}
+    return [
         {
             "entry": entry,
             "url": jobs_url(queue=entry.queue, state__exact=int(JobState.SCHEDULED)),
@@ -286,7 +338,11 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for entry in view.latency
     ]
-    workers = [
+
+
+def _worker_rows(view: monitor.Overview, now: datetime) -> list[dict[str, Any]]:
+    """The workers (live ones first), each with when it was last seen."""
+    return [
         {
             "worker": worker,
             "seen": SafeString(timestamp(worker.last_seen_at, now=now, label="seen")),
@@ -294,7 +350,11 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for worker in view.workers
     ]
-    schedule_problems = [
+
+
+def _schedule_problem_rows(view: monitor.Overview, now: datetime) -> list[dict[str, Any]]:
+    """The schedule problems the overview found, each linked to its schedule's page."""
+    return [
         {
             "problem": problem,
             "last_skipped": SafeString(stored_timestamp(problem.last_skipped, now=now)),
@@ -302,35 +362,6 @@ def dashboard_context(now: datetime) -> dict[str, Any]:
         }
         for problem in view.schedules.problems
     ]
-    return {
-        "view": view,
-        "now_text": format_instant(view.now),
-        "workers": workers,
-        "states": [{"state": state, "badge": SafeString(job_state_badge(state))} for state in states],
-        "depth_rows": depth_rows,
-        "totals": totals,
-        "all_jobs_url": jobs_url(),
-        "executing": executing,
-        "executing_url": jobs_url(state__exact=int(JobState.LEASED)),
-        "leased_total": view.total(JobState.LEASED),
-        "attention": attention,
-        "dead_lettered_total": view.total(JobState.DEAD_LETTERED),
-        "quarantined_total": view.total(JobState.QUARANTINED),
-        "dead_lettered_url": jobs_url(state__exact=int(JobState.DEAD_LETTERED)),
-        "quarantined_url": jobs_url(state__exact=int(JobState.QUARANTINED)),
-        "latency": latency,
-        "paused": paused,
-        "at_limit": at_limit,
-        "stale_after": short_duration(monitor.worker_stale_after()),
-        "failures_url": jobs_url(terminal_class=int(TerminalStateClass.DEAD_LETTERED_OR_QUARANTINED)),
-        "retrying_url": jobs_url(retrying=1),
-        "scan_limit": monitor.THROUGHPUT_SCAN_LIMIT,
-        "schedule_problems": schedule_problems,
-        "schedules_url": reverse("admin:backwave_django_recurringschedule_changelist"),
-        "workers_url": reverse("admin:backwave_django_workernode_changelist"),
-        "queues_url": reverse("admin:backwave_django_queuesettings_changelist"),
-        "chart": build_chart(view.throughput),
-    }
 
 
 class DashboardAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -360,7 +391,7 @@ class DashboardAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if not self.has_view_permission(request):
             raise PermissionDenied
         started = time.perf_counter()
-        context = dashboard_context(timezone.now())
+        context = dashboard_context(clock.now())
         refresh_ms = refresh_interval_ms(time.perf_counter() - started)
         fragment_url = reverse("admin:backwave_django_dashboard_fragment")
         return {

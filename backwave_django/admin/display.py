@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import clock
 from ..core.encoding import json_size
 from ..core.states import JobState
 
@@ -108,7 +109,7 @@ def timestamp(
     )
     if not relative:
         return format_html('<span class="bw-when">{}</span>', moment)
-    ago = relative_time(value, now or timezone.now())
+    ago = relative_time(value, now or clock.now())
     return format_html(
         '<span class="bw-when">{} <small class="bw-ago">{}</small></span>',
         moment,

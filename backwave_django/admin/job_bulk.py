@@ -41,6 +41,7 @@ from django.urls import reverse
 
 from .. import operator
 from ..conf import get_settings
+from ..core import actors
 from ..core.job_filter import ParsedFilter, parse
 from ..core.states import JobState
 from ..models import JobRecord
@@ -336,7 +337,7 @@ def _run(
 ) -> HttpResponse:
     """Act on the jobs of ``matching``, a batch at a time along the primary key, for at most
     :data:`TIME_BUDGET` seconds; then say what happened, or go on in the next request."""
-    actor = request.user.get_username()
+    actor = actors.admin_user(request.user)
     last, earlier = _progress(request, action)
     done: list[Acted] = []
     started = time.monotonic()

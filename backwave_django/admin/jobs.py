@@ -18,12 +18,12 @@ from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import operator
+from .. import clock, operator
 from ..conf import get_settings
+from ..core import actors
 from ..core.states import HistoryPolicy, JobState
 from ..models import JobRecord
 from ..monitor import count_in_state, schedule_row_id, with_lease_expiry
@@ -325,7 +325,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="due / ended")
     def when(self, job: JobRecord) -> str:
-        return when_cell(job, timezone.now())
+        return when_cell(job, clock.now())
 
     @admin.display(description="job id")
     def job_id_copy(self, job: JobRecord) -> str:
@@ -581,7 +581,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
                 request, f"No job with id “{object_id}”; nothing was changed.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_jobrecord_changelist"))
-        result = run(job.job_id, actor=request.user.get_username()).name
+        result = run(job.job_id, actor=actors.admin_user(request.user)).name
         self.log_change(request, job, f"{verb}: {labels[result]}")
         result_message(self, request, [Acted(result, labels[result], job_name(job))], list(labels.values()))
         return SeeOther(reverse("admin:backwave_django_jobrecord_change", args=[job.pk]))

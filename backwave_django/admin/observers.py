@@ -16,9 +16,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from .. import clock
 from ..core.observing import ObserverLag
 from ..core.states import JobState
 from ..models import Observer, ObserverDeadLetter
@@ -108,7 +108,7 @@ class ObserverAdmin(ReadOnlyAdmin):
             return "—"
         return format_html(
             "{} old <small>({})</small>",
-            short_duration(timezone.now() - oldest),
+            short_duration(clock.now() - oldest),
             timestamp(oldest, relative=False),
         )
 
@@ -116,7 +116,7 @@ class ObserverAdmin(ReadOnlyAdmin):
     def lease(self, row: Observer) -> str:
         if row.lease_owner is None or row.lease_expiry is None:
             return "—"
-        live = row.lease_expiry > timezone.now()
+        live = row.lease_expiry > clock.now()
         return format_html(
             "{} {} <small>until {}</small>",
             tone_badge("held" if live else "expired", CLAIMING_TONE if live else STALE_TONE),

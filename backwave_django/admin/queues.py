@@ -22,11 +22,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import monitor, operator
+from .. import clock, monitor, operator
+from ..core import actors
 from ..core.states import JobState, RemoveQueueResult
 from ..models import QueueSettings
 from .console import (
@@ -107,7 +107,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         started = time.perf_counter()
-        now = timezone.now()
+        now = clock.now()
         depths = {depth.queue: depth for depth in monitor.queue_depths()}
         statuses = monitor.queue_statuses(list(depths.values()))
         latency = {entry.queue: entry for entry in monitor.queue_latency(now=now)}
@@ -173,7 +173,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         run, label = (
             (operator.pause_queue, "paused") if action == "pause" else (operator.resume_queue, "resumed")
         )
-        actor = request.user.get_username()
+        actor = actors.admin_user(request.user)
         done = []
         for queue in queues:
             run(queue, actor=actor, create=create)
@@ -241,7 +241,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         """POST: remove the queue's settings row (refused while the queue holds jobs); audited."""
         back = SeeOther(reverse("admin:backwave_django_queuesettings_changelist"))
         try:
-            result = operator.remove_queue(queue, actor=request.user.get_username())
+            result = operator.remove_queue(queue, actor=actors.admin_user(request.user))
         except (TypeError, ValueError) as exc:
             self.message_user(request, f"Queue “{queue[:40]}”: {exc}; nothing was changed.", messages.ERROR)
             return back
@@ -284,7 +284,7 @@ class QueueSettingsAdmin(ReadOnlyAdmin):
         refused = self._refusal(request, queue, "limit", create=create, fields=posted)
         if refused is not None:
             return refused
-        operator.set_concurrency_limit(queue, limit, actor=request.user.get_username(), create=create)
+        operator.set_concurrency_limit(queue, limit, actor=actors.admin_user(request.user), create=create)
         described = "no limit" if limit is None else f"a limit of {limit}"
         if limit == 0:
             described += ": it is blocked, nothing is claimed from it"

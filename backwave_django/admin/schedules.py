@@ -4,7 +4,7 @@ Schedule rows are written only through :mod:`backwave_django.operator`: saving t
 ``operator.save_schedule`` and deleting (one schedule, or the selected ones) calls
 ``operator.remove_schedule``, with the acting user as the actor, so every schedule saved or
 removed here leaves one ``OperatorAudit`` row. The form validates a definition exactly as the
-store would, with the store's own read-only ``resolve_schedule``; see ``docs/admin.md``
+store would, with the rule the store applies (``planner.require_schedulable``); see ``docs/admin.md``
 ("Recurring schedules").
 """
 
@@ -24,14 +24,13 @@ from django.utils.safestring import SafeString
 
 from .. import operator, registry
 from ..conf import get_settings
-from ..core import planner
+from ..core import actors, planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, JobState
 from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
 from ..models import RecurringSchedule
 from ..monitor import has_live_instance, minted_instances, schedule_row_id, with_live_instance
-from ..store import resolve_schedule
 from .console import (
     DETAIL_ROWS,
     TRIGGER_PERMISSION,
@@ -60,7 +59,7 @@ NO_LIVE_INSTANCE = SafeString('<span class="bw-quiet">no live instance</span>')
 class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """Create or redefine a schedule, validated exactly as ``store.upsert_schedule`` validates it.
 
-    Cron and zone go through ``store.resolve_schedule`` (the function the upsert calls); the wire
+    Cron and zone go through ``planner.require_schedulable`` (the rule the upsert applies); the wire
     name and payload through ``registry.route`` (what a worker does with each instance), so a
     schedule whose every instance would be Quarantined is refused with the cause. Nothing is saved
     by the form: :meth:`RecurringScheduleAdmin.save_model` hands :attr:`spec` to
@@ -121,13 +120,13 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         cron, zone = data.get("cron"), data.get("time_zone") or None
         if cron:
             try:
-                resolve_schedule(cron, None)
+                planner.require_schedulable(cron, None)
             except ValueError as exc:
                 self.add_error("cron", str(exc))
             else:
                 if zone is not None:
                     try:
-                        resolve_schedule(cron, zone)
+                        planner.require_schedulable(cron, zone)
                     except ValueError as exc:
                         self.add_error("time_zone", str(exc))
         wire_name = data.get("wire_name")
@@ -257,16 +256,16 @@ class RecurringScheduleAdmin(ConsoleAdmin):
         """Hand the validated definition to the operator (which audits it; the store writes the row)."""
         spec = form.spec
         assert spec is not None, "save_model runs only after the form validated"
-        operator.save_schedule(spec, actor=request.user.get_username())
+        operator.save_schedule(spec, actor=actors.admin_user(request.user))
         obj.pk = schedule_row_id(spec.schedule_id)
 
     def delete_model(self, request: HttpRequest, obj: RecurringSchedule) -> None:
         """The delete page: remove the schedule through the operator (minted instances stay)."""
-        operator.remove_schedule(obj.schedule_id, actor=request.user.get_username())
+        operator.remove_schedule(obj.schedule_id, actor=actors.admin_user(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RecurringSchedule]) -> None:
         """The "delete selected" action: one operator removal (and audit row) per schedule."""
-        actor = request.user.get_username()
+        actor = actors.admin_user(request.user)
         for schedule_id in queryset.values_list("schedule_id", flat=True):
             operator.remove_schedule(schedule_id, actor=actor)
 
@@ -388,7 +387,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
                 request, f"No schedule with id “{object_id}”; nothing was triggered.", messages.WARNING
             )
             return SeeOther(reverse("admin:backwave_django_recurringschedule_changelist"))
-        result = operator.trigger_schedule(schedule.schedule_id, actor=request.user.get_username()).name
+        result = operator.trigger_schedule(schedule.schedule_id, actor=actors.admin_user(request.user)).name
         label = TRIGGER_LABELS[result]
         self.log_change(request, schedule, f"Trigger now: {label}")
         done = [Acted(result, label, schedule_name(schedule))]

@@ -22,11 +22,10 @@ from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .. import monitor
+from .. import clock, monitor
 from ..models import WorkerNode
 from .console import REFRESH_SECONDS, ReadOnlyAdmin, live_context
 from .display import CLAIMING_TONE, STALE_TONE, short_job_id, timestamp, tone_badge
@@ -157,7 +156,7 @@ class WorkerNodeAdmin(ReadOnlyAdmin):
 
     @admin.display(description="alive", boolean=True)
     def alive(self, row: WorkerNode) -> bool:
-        return monitor.is_worker_live(row.last_seen_at, now=timezone.now())
+        return monitor.is_worker_live(row.last_seen_at, now=clock.now())
 
     @admin.display(description="status")
     def status(self, row: WorkerNode) -> str:

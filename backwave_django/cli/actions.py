@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import monitor, operator
+from ..core import actors
 from ..core.states import CancelResult, RequeueResult, RetryNowResult, TerminalStateClass
 from . import values
 from .output import Output, instant, seconds, span, when
@@ -22,7 +23,7 @@ from .values import EXIT_DONE, EXIT_REFUSED, state_name
 
 def actor() -> str:
     """Who the audit log says acted: ``cli:`` and the operating-system user running the command."""
-    return f"cli:{getpass.getuser()}"
+    return actors.cli_user(getpass.getuser())
 
 
 #: What each action's result means for the exit status (True: done) and how it reads.

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
-
-from .. import monitor
+from .. import clock, monitor
 from .output import Output, instant, span, when
 from .queues import queue_rows, state_headings
 from .values import EXIT_DONE
@@ -22,7 +20,7 @@ DEAD_LETTER_WINDOW_MINUTES = 60
 
 
 def stats_command(options: dict[str, Any], out: Output) -> int:
-    now = timezone.now()
+    now = clock.now()
     queues = queue_rows()
     latency = monitor.queue_latency(now=now)
     workers = monitor.worker_statuses(now=now)

@@ -11,6 +11,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from .states import JobState
 
@@ -42,6 +43,40 @@ class TransitionEvent:
     failure_detail: str | None
     #: Who caused it: a worker id, ``lease-expiry``, an operator, ``schedule:{id}``, ``enqueue``…
     actor: str
+
+
+#: The columns of a transition-log entry an observer receives, as the ORM names them from the log
+#: (``JobTransition.objects.values(*EVENT_FIELDS)``); :func:`event_values` turns one into a
+#: :class:`TransitionEvent`'s fields. The store's claims and the monitor's reads both use them.
+EVENT_FIELDS = (
+    "position",
+    "job__job_id",
+    "ordinal",
+    "job__wire_name",
+    "job__queue",
+    "state",
+    "attempt",
+    "recorded_at",
+    "failure_detail",
+    "actor",
+)
+
+
+def event_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry read with :data:`EVENT_FIELDS` as the fields of a :class:`TransitionEvent`
+    (``position`` -1 while the entry is unnumbered)."""
+    return {
+        "position": -1 if entry["position"] is None else entry["position"],
+        "job_id": entry["job__job_id"],
+        "ordinal": entry["ordinal"],
+        "wire_name": entry["job__wire_name"],
+        "queue": entry["job__queue"],
+        "state": JobState(entry["state"]),
+        "attempt": entry["attempt"],
+        "recorded_at": entry["recorded_at"],
+        "failure_detail": entry["failure_detail"],
+        "actor": entry["actor"],
+    }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

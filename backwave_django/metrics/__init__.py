@@ -3,7 +3,8 @@
 An optional extra, ``prometheus``, which brings prometheus_client (from a clone of this repository:
 ``pip install -e '.[prometheus]'``).
 Nothing here imports prometheus_client at module level, so importing the package costs nothing
-when the extra is not installed; :func:`require_prometheus` says clearly what is missing.
+when the extra is not installed; :func:`prometheus_available` tells whether it is, and
+:data:`MISSING_MESSAGE` says clearly what is missing.
 
 - :mod:`.names`: every exported metric, its type, labels and help text (the one list the docs,
   the alert rules and the dashboard are checked against);
@@ -22,8 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 
-from django.core.exceptions import ImproperlyConfigured
-
 #: What to do when prometheus_client is missing.
 MISSING_MESSAGE = (
     "backwave_django's metrics need prometheus_client, which is not installed. "
@@ -32,16 +31,6 @@ MISSING_MESSAGE = (
 )
 
 
-class MetricsUnavailable(ImproperlyConfigured):
-    """The metrics were asked for but prometheus_client is not installed."""
-
-
 def prometheus_available() -> bool:
     """Whether prometheus_client can be imported (without importing it)."""
     return importlib.util.find_spec("prometheus_client") is not None
-
-
-def require_prometheus() -> None:
-    """Raise :class:`MetricsUnavailable` with :data:`MISSING_MESSAGE` when prometheus_client is missing."""
-    if not prometheus_available():
-        raise MetricsUnavailable(MISSING_MESSAGE)

@@ -1,6 +1,7 @@
 """The periodic count (:mod:`.counts`) as Prometheus gauges, read when a scrape asks.
 
-Imports prometheus_client: import this module only after :func:`~backwave_django.metrics.require_prometheus`.
+Imports prometheus_client: import this module only once
+:func:`~backwave_django.metrics.prometheus_available` says it is installed.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ batch, on the pump thread, after the write): no database read, no work at all wh
 off. The handler's start and end instants come from the executor, which stamps them only when
 the worker was given a metrics recorder (``WorkerOptions.metrics``).
 
-Imports prometheus_client: import this module only after :func:`~backwave_django.metrics.require_prometheus`.
+Imports prometheus_client: import this module only once
+:func:`~backwave_django.metrics.prometheus_available` says it is installed.
 """
 
 from __future__ import annotations

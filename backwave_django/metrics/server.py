@@ -6,7 +6,8 @@ touching the database. The server runs on daemon threads beside the worker; each
 database connection (the count gauges, at most once per count interval) is closed when the
 request ends.
 
-Imports prometheus_client: import this module only after :func:`~backwave_django.metrics.require_prometheus`.
+Imports prometheus_client: import this module only once
+:func:`~backwave_django.metrics.prometheus_available` says it is installed.
 """
 
 from __future__ import annotations
@@ -103,9 +104,7 @@ class WorkerEndpoint:
             last_heartbeat=lambda: worker.heartbeat_at,
             started_at=time.time(),
         )
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, name="backwave-metrics", daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.serve_forever, name="backwave-metrics", daemon=True)
         self.thread.start()
         logger.info("Worker metrics at %s/metrics, health at %s/healthz", self.address, self.address)
 

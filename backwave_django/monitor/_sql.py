@@ -7,15 +7,15 @@ three, so every comparison of stored text it makes goes through these pieces:
 
 - :class:`Ordinal`: the text compared by its code points, which is the byte order of its UTF-8
   form (PostgreSQL ``COLLATE "C"``, SQLite ``COLLATE BINARY``, MariaDB ``CAST(… AS BINARY)``);
-- :class:`Folded`: the text with ASCII ``A`` to ``Z`` folded to ``a`` to ``z`` and nothing else
-  folded, compared like :class:`Ordinal` (PostgreSQL ``translate``; elsewhere nested
+- :func:`folded_sql`: the text with ASCII ``A`` to ``Z`` folded to ``a`` to ``z`` and nothing
+  else folded, compared like :class:`Ordinal` (PostgreSQL ``translate``; elsewhere nested
   ``REPLACE`` calls, which are byte-exact on SQLite and on binary strings on MariaDB);
 - :class:`SameText`: exact equality (on MariaDB also the bytes, so ``'ACME' <> 'acme'``; the
   plain ``=`` stays in front so the column's index still finds the rows).
 
-On MariaDB :class:`Ordinal` and :class:`Folded` yield bytes: :func:`text` turns them back into
-strings. The SQL of each piece is also available as a string (:func:`ordinal_sql`,
-:func:`folded_sql`) for the raw statements of :mod:`.tags`.
+On MariaDB :class:`Ordinal` and :func:`folded_sql` yield bytes: :func:`text` turns them back into
+strings. :func:`ordinal_sql` is :class:`Ordinal`'s SQL as a string, for the raw statements of
+:mod:`.tags`, which also use :func:`folded_sql`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from django.db.models import BooleanField, CharField, Func
 
 UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LOWER = "abcdefghijklmnopqrstuvwxyz"
-#: ``str.translate`` table of the ASCII fold (the Python side of :class:`Folded`).
+#: ``str.translate`` table of the ASCII fold (the Python side of :func:`folded_sql`).
 ASCII_FOLD = str.maketrans(UPPER, LOWER)
 
 
@@ -59,38 +59,21 @@ def folded_sql(vendor: str, sql: str) -> str:
 
 
 def text(value: Any) -> Any:
-    """A value read through :class:`Ordinal` or :class:`Folded`: bytes (MariaDB) decoded."""
+    """A value read through :class:`Ordinal` or :func:`folded_sql`: bytes (MariaDB) decoded."""
     if isinstance(value, memoryview):
         value = value.tobytes()
     return value.decode() if isinstance(value, bytes | bytearray) else value
 
 
-class _TextFunc(Func):
-    """One text argument, rendered by a function of the vendor and the argument's SQL."""
+class Ordinal(Func):
+    """A text expression compared by its code points (UTF-8 byte order) on every database."""
 
     arity = 1
     output_field = CharField()
 
-    def render(self, vendor: str, sql: str) -> str:
-        raise NotImplementedError
-
     def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:  # type: ignore[override]
         sql, params = compiler.compile(self.source_expressions[0])
-        return self.render(connection.vendor, sql), params
-
-
-class Ordinal(_TextFunc):
-    """A text expression compared by its code points (UTF-8 byte order) on every database."""
-
-    def render(self, vendor: str, sql: str) -> str:
-        return ordinal_sql(vendor, sql)
-
-
-class Folded(_TextFunc):
-    """A text expression with only ASCII letters folded to lower case, compared like :class:`Ordinal`."""
-
-    def render(self, vendor: str, sql: str) -> str:
-        return folded_sql(vendor, sql)
+        return ordinal_sql(connection.vendor, sql), params
 
 
 class SameText(Func):

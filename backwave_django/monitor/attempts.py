@@ -21,11 +21,11 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 
+from ..core import actors
 from ..core.states import JobState
 from ..core.validation import require_uuid
 from ..database import jobs_database
 from ..models import JobTransition
-from ..store.leases import LEASE_EXPIRY_ACTOR
 from .history import HistoryEntry, transition_log
 
 #: The attribute :func:`with_lease_expiry` sets on each job of a queryset.
@@ -91,7 +91,7 @@ class Attempt:
 
 
 def _outcome(end: HistoryEntry) -> AttemptOutcome:
-    expired = end.actor == LEASE_EXPIRY_ACTOR
+    expired = end.actor == actors.LEASE_EXPIRY
     if end.state is JobState.SUCCEEDED:
         return AttemptOutcome.SUCCEEDED
     if end.state is JobState.SCHEDULED:
@@ -154,7 +154,7 @@ def lease_expired_condition(job: str = "pk") -> Exists:
     Dead-Lettered entry whose actor is the sweep's (``lease-expiry``). A probe of the transition
     table's ``(job, ordinal)`` index; never true for a job whose log was not kept (``HISTORY``)."""
     entries = JobTransition.objects.filter(
-        job_id=OuterRef(job), state=JobState.DEAD_LETTERED, actor=LEASE_EXPIRY_ACTOR
+        job_id=OuterRef(job), state=JobState.DEAD_LETTERED, actor=actors.LEASE_EXPIRY
     )
     return Exists(entries)
 
@@ -171,6 +171,6 @@ def dead_lettered_by_lease_expiry(job_id: uuid.UUID) -> bool:
     in one read; False for an unknown or purged job."""
     require_uuid("job_id", job_id)
     entries = JobTransition.objects.using(jobs_database()).filter(
-        job__job_id=job_id, state=JobState.DEAD_LETTERED, actor=LEASE_EXPIRY_ACTOR
+        job__job_id=job_id, state=JobState.DEAD_LETTERED, actor=actors.LEASE_EXPIRY
     )
     return entries.exists()

@@ -68,9 +68,6 @@ class Counts:
     live: tuple[tuple[str, JobState, int], ...]
     #: (state, jobs) for every ended state.
     ended: tuple[tuple[JobState, int], ...]
-    #: Whether ``ended`` may hold the planner's estimates (PostgreSQL: for the states with at
-    #: least ``EXACT_BELOW`` jobs) rather than exact counts only.
-    ended_estimated: bool
     #: (queue, seconds) for every queue with a due Scheduled job.
     oldest_due: tuple[tuple[str, float], ...]
     live_workers: int
@@ -86,7 +83,6 @@ def read_counts(*, now: datetime) -> Counts:
         read_at=now,
         live=_count_live(using),
         ended=ended,
-        ended_estimated=vendor == "postgresql",
         oldest_due=tuple((entry.queue, entry.age.total_seconds()) for entry in queue_latency(now=now)),
         live_workers=WorkerNode.objects.using(using)
         .filter(last_seen_at__gte=now - worker_stale_after())

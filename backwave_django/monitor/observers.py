@@ -1,7 +1,8 @@
 """Transition observers as operators read them: cursor, lag, dead letters, one entry as an event.
 
-The subscription filter and the event's fields are the store's own (``store.observers``), so what
-is read here as pending is what a claim would deliver. Costs: the cursor is one primary-key read;
+The subscription filter (``Observer.matching_entries``) and the event's fields
+(``core.observing.EVENT_FIELDS``) are the ones a claim uses, so what is read here as pending is
+what a claim would deliver. Costs: the cursor is one primary-key read;
 the lag walks the numbered entries after the cursor through the log's position index (and the
 observer's settled deliveries after it); dead letters one read of the observer's dead-letter rows.
 """
@@ -14,12 +15,18 @@ from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from ..core.observing import ObserverDeadLetterEntry, ObserverLag, TransitionEvent, require_states
+from ..core.observing import (
+    EVENT_FIELDS,
+    ObserverDeadLetterEntry,
+    ObserverLag,
+    TransitionEvent,
+    event_values,
+    require_states,
+)
 from ..core.states import JobState
 from ..core.validation import require_count
 from ..database import jobs_database
 from ..models import JobRecord, JobTransition, Observer, ObserverDeadLetter, ObserverDelivery
-from ..store.observers import EVENT_FIELDS, event_values, subscription_filter
 
 
 def observer_cursor(observer_id: str) -> int:
@@ -54,7 +61,7 @@ def observer_lag(
     )
     pending = (
         JobTransition.objects.using(using)
-        .filter(subscription_filter(observer), position__gt=observer.cursor)
+        .filter(observer.matching_entries(), position__gt=observer.cursor)
         .exclude(position__in=settled)
     )
     oldest = pending.order_by("position").values_list("recorded_at", flat=True).first()

@@ -17,10 +17,9 @@ of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 
 from __future__ import annotations
 
-# The reads the store used to hold, kept under their old names here (docs/upgrading.md): the
-# monitor reads them now (monitor/observers.py, monitor/workflows.py).
-from ..monitor.observers import observer_cursor, observer_dead_letters, observer_lag, transition_event
-from ..monitor.workflows import list_workflows, workflow_graph, workflow_status
+from importlib import import_module
+from typing import Any
+
 from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import (
     cancel_job,
@@ -62,7 +61,7 @@ from .schedules import (
     trigger_schedule,
     upsert_schedule,
 )
-from .workflows import enqueue_workflow
+from .workflows import enqueue_workflow, refusal_text
 
 __all__ = [
     "CANCEL_CHANNEL",
@@ -94,6 +93,7 @@ __all__ = [
     "purge_terminal",
     "record_progress",
     "record_purge",
+    "refusal_text",
     "register_worker",
     "release_leases",
     "remove_queue_settings",
@@ -116,3 +116,26 @@ __all__ = [
     "workflow_graph",
     "workflow_status",
 ]
+
+
+#: The reads the store's interface named before the monitor became the one read path
+#: (docs/store.md, docs/upgrading.md). They are the monitor's functions, found when first asked
+#: for: the store itself never reads through the monitor, and importing it does not load the
+#: monitor.
+MONITOR_READS = frozenset(
+    {
+        "list_workflows",
+        "observer_cursor",
+        "observer_dead_letters",
+        "observer_lag",
+        "transition_event",
+        "workflow_graph",
+        "workflow_status",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in MONITOR_READS:
+        return getattr(import_module("backwave_django.monitor"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

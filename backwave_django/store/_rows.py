@@ -27,13 +27,11 @@ from typing import Any
 from django.db.models import F, Q
 
 from ..conf import BackWaveSettings
+from ..core import actors
 from ..core.encoding import truncate_utf8
 from ..core.states import DependencyMode, HistoryPolicy, JobState
 from ..core.tags import TagPair
 from ..models import JobDependency, JobRecord, JobTag, JobTransition
-
-CASCADE_ACTOR = "cascade:{parent}"
-PARENT_FAILURE_CAUSE = "parent-failure:{state}"
 
 ROW_FIELDS = (
     "sequence",
@@ -212,7 +210,7 @@ def cascade(uow: UnitOfWork, using: str, resolved: list[tuple[Row, JobState]]) -
             if child is None or child.state != JobState.AWAITING_PARENT:
                 continue  # purged, or already resolved through another parent
             parent_row, parent_state = parents[parent_sequence]
-            actor = CASCADE_ACTOR.format(parent=parent_row.job_id)
+            actor = actors.cascade(parent_row.job_id)
             if child.mode == DependencyMode.ON_SUCCESS and parent_state != JobState.SUCCEEDED:
                 uow.transition(
                     child,
@@ -220,7 +218,7 @@ def cascade(uow: UnitOfWork, using: str, resolved: list[tuple[Row, JobState]]) -
                     actor=actor,
                     parents_remaining=0,
                     terminal_at=now,
-                    terminal_cause=PARENT_FAILURE_CAUSE.format(state=parent_state.pascal),
+                    terminal_cause=actors.parent_failure(parent_state),
                 )
                 frontier.append((child, JobState.CANCELLED))
             elif child.parents_remaining > 1:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import get_settings
+from ..core import actors
 from ..core.states import (
     CancelResult,
     JobState,
@@ -50,7 +51,13 @@ def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:
         row = found[0][0]
         uow = UnitOfWork(settings, now)
         if row.state in (JobState.SCHEDULED, JobState.AWAITING_PARENT):
-            uow.transition(row, JobState.CANCELLED, actor=actor, terminal_at=now, terminal_cause=actor)
+            uow.transition(
+                row,
+                JobState.CANCELLED,
+                actor=actor,
+                terminal_at=now,
+                terminal_cause=actors.cancelled_by(actor),
+            )
             cascade(uow, using, [(row, JobState.CANCELLED)])
             result = CancelResult.CANCELLED_IMMEDIATELY
         elif row.state == JobState.LEASED:

@@ -21,6 +21,7 @@ from django.db import connections
 from django.db.models import Count
 
 from ..conf import BackWaveSettings, get_settings
+from ..core import actors
 from ..core.frozen import frozen_builder
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, JobState
@@ -181,7 +182,7 @@ def _claim_portable(
             uow.transition(
                 row,
                 JobState.LEASED,
-                actor=worker_id,
+                actor=actors.worker(worker_id),
                 attempt=row.attempt + 1,
                 lease_owner=worker_id,
                 lease_expiry=expiry,

@@ -20,13 +20,13 @@ from typing import Any
 from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
+from ..core import actors
 from ..core.outcomes import NewJob
 from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..database import jobs_database
 from ..exceptions import EnqueueError
 from ..models import JobDependency, JobRecord, JobTag, JobTransition
-from ._rows import PARENT_FAILURE_CAUSE
 from ._tx import (
     atomic_retrying,
     fetch_bound,
@@ -38,7 +38,6 @@ from ._tx import (
     uses_postgres_statements,
 )
 from .job_inserts import (
-    ENQUEUE_ACTOR,
     Enqueued,
     enqueued_entries,
     insert_statement,
@@ -264,7 +263,7 @@ def initial_state(
     if new_job.mode == DependencyMode.ON_SUCCESS and failed:
         # The last failed parent in declared order names the cause. Edges to the still-live
         # parents are written all the same (see docs/concepts.md); resolution skips them.
-        return JobState.CANCELLED, PARENT_FAILURE_CAUSE.format(state=failed[-1].pascal), live
+        return JobState.CANCELLED, actors.parent_failure(failed[-1]), live
     return (JobState.AWAITING_PARENT if live else JobState.SCHEDULED), None, live
 
 
@@ -307,7 +306,7 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
                     recorded_at=now,
                     state=plan.record.state,
                     attempt=0,
-                    actor=ENQUEUE_ACTOR,
+                    actor=actors.ENQUEUE,
                 )
                 for plan in planned
             ]

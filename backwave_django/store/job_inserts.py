@@ -16,12 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import BackWaveSettings
+from ..core import actors
 from ..core.outcomes import NewJob
 from ..core.states import EnqueueResult, HistoryPolicy
 from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
 from ._tx import HINT_CHANNEL
-
-ENQUEUE_ACTOR = "enqueue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +230,7 @@ def insert_statement(
             tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in new_job.tag_pairs)
     params: dict[str, Any] = {
         "now": now,
-        "actor": ENQUEUE_ACTOR,
+        "actor": actors.ENQUEUE,
         "history": settings.history is not HistoryPolicy.OFF,
         "channel": HINT_CHANNEL,
     }

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..conf import get_settings
+from ..core import actors
 from ..core.outcomes import HeartbeatResult
 from ..core.retry import RetryPolicy, ceiling_given_back, job_retry_policy
 from ..core.states import JobState
@@ -27,9 +28,6 @@ from ..database import jobs_database
 from ..models import JobRecord
 from ._rows import Row, UnitOfWork, cascade, lock_rows
 from ._tx import atomic_retrying, notify
-
-LEASE_EXPIRY_ACTOR = "lease-expiry"
-LEASE_EXPIRED_CAUSE = "Lease expired on attempt {attempt} (attempt ceiling reached)."
 
 
 def heartbeat(
@@ -122,15 +120,15 @@ def sweep_expired_leases(
             retry_at = job_retry_policy(row.max_attempts, backoff, retry).next_attempt_at(row.attempt, now)
             if retry_at is not None:
                 uow.transition(
-                    row, JobState.SCHEDULED, actor=LEASE_EXPIRY_ACTOR, due_time=retry_at, **released
+                    row, JobState.SCHEDULED, actor=actors.LEASE_EXPIRY, due_time=retry_at, **released
                 )
             else:
                 uow.transition(
                     row,
                     JobState.DEAD_LETTERED,
-                    actor=LEASE_EXPIRY_ACTOR,
+                    actor=actors.LEASE_EXPIRY,
                     terminal_at=now,
-                    terminal_cause=LEASE_EXPIRED_CAUSE.format(attempt=row.attempt),
+                    terminal_cause=actors.lease_expired(row.attempt),
                     **released,
                 )
                 ended.append((row, JobState.DEAD_LETTERED))
@@ -167,7 +165,7 @@ def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetim
             uow.transition(
                 row,
                 JobState.SCHEDULED,
-                actor=worker_id,
+                actor=actors.worker(worker_id),
                 due_time=now,
                 lease_owner=None,
                 lease_expiry=None,

@@ -20,7 +20,8 @@ pending delivery whose retry is not due yet (head of line) or at ``max_rows``; a
 deliveries and advances the cursor over the contiguous prefix of entries that are settled.
 
 **Reading** an observer's cursor, lag and dead letters is the monitor's (``monitor/observers.py``),
-through :func:`subscription_filter` and :func:`event_values`, so a read matches what a claim does.
+through the same subscription filter (``Observer.matching_entries``) and event fields
+(``core.observing.EVENT_FIELDS``), so a read matches what a claim does.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import Q
 
 from ..core.observing import (
+    EVENT_FIELDS,
     Delivery,
     ObserverClaim,
     ObserverDisposition,
+    event_values,
     require_states,
 )
 from ..core.states import JobState
@@ -81,21 +83,6 @@ WITH horizon AS (
 )
 SELECT (SELECT xmin FROM horizon), count(*), max(position), max(tx_id) FROM written
 """
-
-#: The columns of a transition-log entry an observer receives (:func:`event_values`).
-EVENT_FIELDS = (
-    "position",
-    "job__job_id",
-    "ordinal",
-    "job__wire_name",
-    "job__queue",
-    "state",
-    "attempt",
-    "recorded_at",
-    "failure_detail",
-    "actor",
-)
-
 
 # --- Numbering the log -----------------------------------------------------------------------------
 
@@ -292,16 +279,6 @@ def report_observer_deliveries(
     return atomic_retrying(using, body)
 
 
-def subscription_filter(observer: Observer) -> Q:
-    """The subscription as a filter on transition-log entries."""
-    match = Q(state__in=observer.states)
-    if observer.wire_name is not None:
-        match &= Q(job__wire_name=observer.wire_name)
-    if observer.queue is not None:
-        match &= Q(job__queue=observer.queue)
-    return match
-
-
 def _sweep(
     using: str,
     observer: Observer,
@@ -333,7 +310,7 @@ def _sweep(
     settled.update(resolved)
     first_pending = (
         JobTransition.objects.using(using)
-        .filter(subscription_filter(observer), position__gt=observer.cursor, position__lte=last)
+        .filter(observer.matching_entries(), position__gt=observer.cursor, position__lte=last)
         .exclude(position__in=list(settled))
         .order_by("position")
         .values_list("position", flat=True)
@@ -384,7 +361,7 @@ def _count_lost_attempts(using: str, observer: Observer, *, reported: set[int] |
     positions = [
         p
         for p in JobTransition.objects.using(using)
-        .filter(subscription_filter(observer), position__gt=observer.cursor, position__lte=through)
+        .filter(observer.matching_entries(), position__gt=observer.cursor, position__lte=through)
         .values_list("position", flat=True)
         if p is not None and p not in (reported or ())
     ]
@@ -446,7 +423,7 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
     while len(collected) < max_rows:
         entries = list(
             JobTransition.objects.using(using)
-            .filter(subscription_filter(observer), position__gt=after)
+            .filter(observer.matching_entries(), position__gt=after)
             .order_by("position")
             .values(*EVENT_FIELDS)[:window]
         )
@@ -479,22 +456,6 @@ def _collect(using: str, observer: Observer, max_rows: int, now: datetime) -> li
     return [
         _delivery(entry, (row.delivery_attempt if row is not None else 0) + 1) for entry, row in collected
     ]
-
-
-def event_values(entry: dict[str, Any]) -> dict[str, Any]:
-    """A log entry read with ``EVENT_FIELDS`` as the fields of a :class:`TransitionEvent`."""
-    return {
-        "position": -1 if entry["position"] is None else entry["position"],
-        "job_id": entry["job__job_id"],
-        "ordinal": entry["ordinal"],
-        "wire_name": entry["job__wire_name"],
-        "queue": entry["job__queue"],
-        "state": JobState(entry["state"]),
-        "attempt": entry["attempt"],
-        "recorded_at": entry["recorded_at"],
-        "failure_detail": entry["failure_detail"],
-        "actor": entry["actor"],
-    }
 
 
 def _delivery(entry: dict[str, Any], attempt: int) -> Delivery:

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..conf import BackWaveSettings, get_settings
+from ..core import actors
 from ..core.encoding import json_size, truncate_utf8
 from ..core.outcomes import OutcomeReport, Success, outcome_effect
 from ..core.retry import ceiling_given_back
@@ -144,7 +145,7 @@ def _apply(uow: UnitOfWork, row: Row, report: OutcomeReport, now: datetime) -> J
     if report.progress is not None:
         fields["progress"] = report.progress
     detail = report.failure_detail if effect.records_failure else None
-    uow.transition(row, effect.state, actor=report.worker_id, failure_detail=detail, **fields)
+    uow.transition(row, effect.state, actor=actors.worker(report.worker_id), failure_detail=detail, **fields)
     return effect.state
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from ..conf import BackWaveSettings, get_settings
-from ..core import planner
+from ..core import actors, planner
 from ..core.cron import CronExpression
 from ..core.outcomes import ScheduleSpec
 from ..core.states import LIVE_STATES, CatchUp, HistoryPolicy, JobState, OperatorAction, TriggerScheduleResult
@@ -22,8 +22,6 @@ from ..database import jobs_database
 from ..models import JobRecord, JobTransition, RecurringSchedule
 from ._tx import atomic_retrying, audit, notify
 from .job_inserts import stored_policy
-
-SCHEDULE_ACTOR = "schedule:{schedule_id}"
 
 logger = logging.getLogger("backwave_django.store")
 
@@ -177,7 +175,7 @@ def _apply_mint(using: str, decision: planner.MintDecision, settings: BackWaveSe
     RecurringSchedule.objects.using(using).filter(schedule_id=decision.schedule_id).update(
         cursor=decision.new_cursor, skipped_ticks=skipped[-settings.max_recorded_skipped_ticks :]
     )
-    actor = SCHEDULE_ACTOR.format(schedule_id=decision.schedule_id)
+    actor = actors.schedule(decision.schedule_id)
     return _insert_instances(using, decision.schedule_id, list(decision.ticks), actor, settings)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, transaction
 
 from .. import clock, monitor, store
 from ..conf import BackWaveSettings, get_settings
@@ -486,7 +486,7 @@ class BackWaveHarness(JobAssertions):
                 )
             return settle(timed_out(running, None, settings=get_settings(), now=self._now))
         using = jobs_database()
-        protect = connections[using].in_atomic_block
+        protect = not transaction.get_autocommit(using)  # inside a test's transaction
         finished: Finished | None = None
         self._running = running.context
         try:

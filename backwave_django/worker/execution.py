@@ -30,6 +30,7 @@ from django.db import close_old_connections
 from .. import clock, tracing
 from ..conf import BackWaveSettings
 from ..context import JobCancelled, JobContext, running_as
+from ..core import actors
 from ..core.encoding import json_size
 from ..core.outcomes import (
     Cancelled,
@@ -47,8 +48,6 @@ from .threads import Call as _Call, JobThreads
 from .timeouts import Deadline, Watchdog
 
 logger = logging.getLogger("backwave_django.worker")
-
-OPERATOR_CANCEL_CAUSE = "operator-cancel"
 
 _T = TypeVar("_T")
 
@@ -205,7 +204,7 @@ def from_exception(
     if isinstance(exc, Snooze):
         return Finished(running, Snoozed(next_due_time=now + exc.delay))
     if isinstance(exc, JobCancelled | asyncio.CancelledError) and running.context.cancel_requested:
-        return Finished(running, Cancelled(cause=OPERATOR_CANCEL_CAUSE))
+        return Finished(running, Cancelled(cause=actors.OPERATOR_CANCEL))
     if isinstance(exc, Discard):
         return Finished(
             running,

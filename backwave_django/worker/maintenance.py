@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import store
 from ..conf import BackWaveSettings
+from ..core import actors
 from ..core.liveness import stale_after
 from ..core.outcomes import ScheduleSpec
 from ..core.states import CatchUp, TerminalStateClass
@@ -60,7 +61,7 @@ def apply_queue_settings(settings: BackWaveSettings, *, now: datetime) -> None:
             .values_list("concurrency_limit", flat=True)
         )
         if list(current) != [limit]:
-            store.set_concurrency_limit(queue_name, limit, actor="settings", now=now)
+            store.set_concurrency_limit(queue_name, limit, actor=actors.SETTINGS, now=now)
 
 
 def sync_schedules(settings: BackWaveSettings, *, now: datetime) -> list[str]:

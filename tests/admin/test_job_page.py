@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from backwave_django import Failure, JobState, Success, monitor, store
+from backwave_django.core.actors import LEASE_EXPIRY as LEASE_EXPIRY_ACTOR
 from backwave_django.core.outcomes import NewJob, OutcomeReport, Snoozed
 from backwave_django.core.states import EnqueueResult
 from backwave_django.models import JobRecord
 from backwave_django.monitor import AttemptOutcome
-from backwave_django.store.leases import LEASE_EXPIRY_ACTOR
 
 from ..conftest import T0
 from ..factories import JobRecordFactory, JobTransitionFactory, WorkerNodeFactory

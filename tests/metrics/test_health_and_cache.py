@@ -35,7 +35,6 @@ def _counts() -> Counts:
         read_at=datetime(2026, 1, 1, tzinfo=UTC),
         live=(),
         ended=(),
-        ended_estimated=False,
         oldest_due=(),
         live_workers=0,
         observers=(),

@@ -19,8 +19,8 @@ import pytest
 from django.db.models import Count, Q
 
 from backwave_django import JobState, enqueue_many
+from backwave_django.core.actors import LEASE_EXPIRY as LEASE_EXPIRY_ACTOR
 from backwave_django.models import JobRecord, JobTransition
-from backwave_django.store.leases import LEASE_EXPIRY_ACTOR
 from tests.jobsapp import jobs
 from tests.worker.conftest import wait_for
 
@@ -93,4 +93,6 @@ def test_workers_on_several_hosts_finish_every_job_once_when_one_host_is_killed(
     assert cut_short.exists()
     assert all(attempt >= 2 for attempt in cut_short.values_list("attempt", flat=True))
     finishers = JobTransition.objects.filter(job__in=cut_short, state=JobState.SUCCEEDED)
-    assert not [actor for actor in finishers.values_list("actor", flat=True) if actor.startswith(f"{DOOMED}:")]
+    assert not [
+        actor for actor in finishers.values_list("actor", flat=True) if actor.startswith(f"{DOOMED}:")
+    ]

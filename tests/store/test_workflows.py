@@ -426,7 +426,7 @@ def test_every_member_succeeded_is_succeeded_and_an_unknown_workflow_has_no_stat
     assert store.workflow_status(workflow_id) is WorkflowStatus.SUCCEEDED
     assert store.workflow_status(uuid.uuid4()) is None
     with pytest.raises(TypeError, match=r"workflow_id must be a uuid\.UUID"):
-        store.workflow_status(str(workflow_id))  # type: ignore[arg-type]
+        store.workflow_status(str(workflow_id))
 
 
 # --- Graph and listing --------------------------------------------------------------------------
