@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from backwave_django import Failure, JobState, monitor, results, store
+from backwave_django.conf import get_settings
 from backwave_django.core.retry import RetryPolicy
 from backwave_django.core.workflows import WorkflowDefinition
 from backwave_django.models import ObserverDeadLetter, RecurringSchedule
@@ -274,3 +275,11 @@ def test_no_shell_reaches_into_another_rooms_private_module_or_the_worker_from_m
             assert not (private and not name.startswith(room + ".")), f"{path.name} imports {name}"
             if shell == "monitor":
                 assert not name.startswith("backwave_django.worker"), f"{path.name} imports {name}"
+
+
+def test_the_console_and_the_worker_share_one_staleness_rule():
+    from backwave_django.core.liveness import STALE_WORKER_HEARTBEATS, stale_after
+
+    assert stale_after(timedelta(seconds=10)) == timedelta(seconds=10 * STALE_WORKER_HEARTBEATS)
+    interval = get_settings().heartbeat_interval
+    assert monitor.worker_stale_after() == stale_after(interval)
