@@ -5,6 +5,7 @@ cancelled (its handler is interrupted, unlike a job that is only waiting).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
@@ -15,7 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .. import operator
+from .. import monitor, operator
 from ..core.states import JobState
 from ..models import JobRecord
 from .console import BREADCRUMBS_AS_LIST, DETAIL_ROWS, bulk_operator_action
@@ -70,14 +71,25 @@ def running_rows(jobs: QuerySet[JobRecord]) -> list[dict[str, Any]]:
     """The running jobs among ``jobs`` (at most ``DETAIL_ROWS``), as the confirmation page lists them."""
     running = jobs.filter(state=JobState.LEASED).prefetch_related(None).order_by("pk")[:DETAIL_ROWS]
     return [
-        {
-            "name": job_name(job),
-            "detail": format_html(
-                "on {}, lease until {}", job.lease_owner or "—", timestamp(job.lease_expiry)
-            ),
-        }
+        _running_row(job, job.lease_owner, job.lease_expiry)
         for job in running.only("pk", "job_id", "wire_name", "lease_owner", "lease_expiry")
     ]
+
+
+def _running_row(job: JobRecord, lease_owner: str | None, lease_expiry: datetime | None) -> dict[str, Any]:
+    return {
+        "name": job_name(job),
+        "detail": format_html("on {}, lease until {}", lease_owner or "—", timestamp(lease_expiry)),
+    }
+
+
+def running_job_rows(job: JobRecord) -> list[dict[str, Any]]:
+    """The job as the confirmation page lists it while it runs, read again through the monitor
+    (it may have ended since the page linked here); empty once it is no longer Leased."""
+    now = monitor.get_job(job.job_id)
+    if now is None or now.state is not JobState.LEASED:
+        return []
+    return [_running_row(job, now.lease_owner, now.lease_expiry)]
 
 
 def confirm_cancel_running(
@@ -91,7 +103,7 @@ def confirm_cancel_running(
             "title": "Cancel a running job?",
             "bw_lead": format_html("{} is running now.", job_name(job)),
             "bw_explanation": RUNNING_CANCEL_TEXT,
-            "bw_items": running_rows(JobRecord.objects.filter(pk=job.pk)),
+            "bw_items": running_job_rows(job),
             "bw_action_url": reverse("admin:backwave_django_jobrecord_cancel", args=[job.pk]),
             "bw_fields": [("confirm", "yes")],
             "bw_submit": "Yes, cancel the running job",
