@@ -27,6 +27,7 @@ from ..conf import get_settings
 from ..core import planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
+from ..core.policy import DEFAULT_POLICY
 from ..core.states import CatchUp, JobState
 from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
 from ..models import JobRecord, RecurringSchedule
@@ -151,7 +152,7 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     def _build_spec(self, data: dict[str, Any], zone: str | None) -> None:
         # Instances run under the job's own policy, as an enqueue of it would.
         definition = registry.get(data["wire_name"])
-        max_attempts, backoff, timeout = definition.stored_policy() if definition else (None, None, None)
+        policy = definition.policy if definition else DEFAULT_POLICY
         try:
             self.spec = ScheduleSpec(
                 schedule_id=self.instance.schedule_id if self.instance.pk else data["schedule_id"],
@@ -162,9 +163,9 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 time_zone=zone,
                 catch_up=CatchUp(data["catch_up"]),
                 no_overlap=bool(data["no_overlap"]),
-                max_attempts=max_attempts,
-                backoff=backoff,
-                timeout=timeout,
+                max_attempts=policy.max_attempts,
+                backoff=policy.backoff,
+                timeout=policy.timeout,
             )
         except (TypeError, ValueError) as exc:
             self.add_error(None, str(exc))
@@ -215,7 +216,7 @@ class RecurringScheduleAdmin(ConsoleAdmin):
 
     empty_text = (
         "No recurring schedules. Add one with the button above, or declare it in settings "
-        "(BACKWAVE[\"SCHEDULES\"], docs/schedules.md): a worker mints a job at each tick."
+        '(BACKWAVE["SCHEDULES"], docs/schedules.md): a worker mints a job at each tick.'
     )
 
     form = RecurringScheduleForm

@@ -21,6 +21,7 @@ from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
 from ..core.outcomes import NewJob
+from ..core.policy import policy_columns
 from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..database import jobs_database
@@ -43,7 +44,6 @@ from .job_inserts import (
     enqueued_entries,
     insert_statement,
     stored_ids,
-    stored_policy,
     with_on_conflict,
 )
 from .uniqueness import (
@@ -244,7 +244,7 @@ def _insert_many(
             unique_key=None if new_job.unique is None else new_job.unique.key,
             workflow_id=workflow_id,
             trace_context=new_job.trace_context,
-            **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
+            **policy_columns(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
         mark_accepted(new_job, existing, holders)
