@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -29,7 +29,9 @@ from .core.tags import Tag
 from .core.unique import Unique
 from .core.validation import require_trace_context
 from .database import jobs_database
-from .registry import JobDefinition
+
+if TYPE_CHECKING:
+    from .registry import JobDefinition
 
 #: How many jobs ``enqueue_many`` writes per transaction.
 ENQUEUE_MANY_BATCH = 1000
@@ -125,7 +127,7 @@ class JobWithOptions(Generic[P, R]):
         self._unique = unique
         # The job every prepare() copies: its id and payload are placeholders; a relative due time
         # is fixed by enqueue_many (NewJob.due_at).
-        self._template = NewJob(
+        template = NewJob(
             job_id=_PLACEHOLDER_ID,
             wire_name=definition.wire_name,
             payload=None,
@@ -141,6 +143,8 @@ class JobWithOptions(Generic[P, R]):
             priority=policy.priority,
             trace_context=trace_context,
         )
+        # Its jobs' job_enqueued names the definition's class as its sender (see announce_enqueued).
+        self._template = copy_unchecked(template, _sender=type(definition))
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """The job of this call, ready for :func:`enqueue_many`: its payload encoded and checked,
@@ -229,14 +233,16 @@ def enqueue_many(prepared: Sequence[NewJob]) -> list[EnqueueReceipt]:
 
 
 def announce_enqueued(enqueued: Sequence[NewJob]) -> None:
-    """Send ``job_enqueued`` for each stored job once the caller's transaction commits (the
-    sender is the ``JobDefinition`` class, as it always was)."""
+    """Send ``job_enqueued`` for each stored job once the caller's transaction commits. The sender
+    is the class of the definition that prepared it (``JobDefinition``), or None for a job built
+    as ``NewJob(...)`` (the class is kept on the jobs ``prepare()`` makes: this module does not
+    import the registry, which imports it)."""
 
     def send() -> None:
         for item in enqueued:
             signals.send(
                 signals.job_enqueued,
-                JobDefinition,
+                getattr(item, "_sender", None),
                 job_id=item.job_id,
                 wire_name=item.wire_name,
                 queue=item.queue,

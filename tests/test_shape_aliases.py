@@ -5,6 +5,7 @@ is a ``NewJob`` (``PreparedJob`` is its alias), ``.using(...)`` gives a ``JobWit
 from __future__ import annotations
 
 import importlib
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -59,6 +60,10 @@ def test_job_enqueued_is_still_sent_by_the_job_definition_class() -> None:
         with transaction.atomic():
             jobs.echo.enqueue("x")
             enqueue_many([jobs.echo.prepare("y")])
+            built = NewJob(
+                job_id=uuid.uuid4(), wire_name="test.echo", payload={"args": [], "kwargs": {}}, due_time=NOW
+            )
+            enqueue_many([built])  # not prepared by a definition: no definition class to name
     finally:
         signals.job_enqueued.disconnect(receive)
-    assert senders == [JobDefinition, JobDefinition]
+    assert senders == [JobDefinition, JobDefinition, None]
