@@ -13,8 +13,18 @@ import pytest
 from django.db import transaction
 
 import backwave_django
-from backwave_django import JobDefinition, NewJob, PreparedJob, enqueue_many, signals
+from backwave_django import (
+    EnqueueResult,
+    JobDefinition,
+    NewJob,
+    PreparedJob,
+    WorkflowDefinition,
+    enqueue_many,
+    signals,
+    store,
+)
 from backwave_django.client import JobWithOptions
+from backwave_django.models import JobRecord
 from tests.jobsapp import jobs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -67,3 +77,16 @@ def test_job_enqueued_is_still_sent_by_the_job_definition_class() -> None:
     finally:
         signals.job_enqueued.disconnect(receive)
     assert senders == [JobDefinition, JobDefinition, None]
+
+
+@pytest.mark.django_db
+def test_the_store_refuses_a_prepared_job_whose_due_time_is_still_relative() -> None:
+    prepared = jobs.echo.using(run_after=timedelta(minutes=5)).prepare("x")
+    with pytest.raises(
+        ValueError, match=r"new_jobs\[0\] is a prepared job whose due time counts from its enqueue"
+    ):
+        store.enqueue(prepared, now=NOW)
+    with pytest.raises(ValueError, match=r"members\[0\] is a prepared job"):
+        WorkflowDefinition(workflow_id=uuid.uuid4(), name=None, members=(prepared,))
+    assert store.enqueue(prepared.due_at(NOW), now=NOW) is EnqueueResult.OK
+    assert JobRecord.objects.get(job_id=prepared.job_id).due_time == NOW + timedelta(minutes=5)

@@ -29,6 +29,7 @@ from .validation import (
 
 __all__ = [
     "OUTCOME_TYPES",
+    "PREPARED_NOT_DUE",
     "Cancelled",
     "ClaimedJob",
     "Failure",
@@ -184,6 +185,12 @@ _SUCCEEDED = OutcomeEffect(JobState.SUCCEEDED, None, None, clears_cancel=False, 
 
 
 # --- Inputs -----------------------------------------------------------------------------------
+
+#: Why the store refuses a prepared job whose due time is still relative (``NewJob.run_after``).
+PREPARED_NOT_DUE = (
+    "is a prepared job whose due time counts from its enqueue (run_after is set): "
+    "pass new_job.due_at(now), as backwave_django.enqueue_many does"
+)
 
 
 @dataclass(frozen=True, kw_only=True)

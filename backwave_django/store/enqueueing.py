@@ -20,7 +20,7 @@ from typing import Any
 from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
-from ..core.outcomes import NewJob
+from ..core.outcomes import PREPARED_NOT_DUE, NewJob
 from ..core.policy import policy_columns
 from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
@@ -122,6 +122,8 @@ def judge_bounds(
     for index, new_job in enumerate(jobs):
         if not isinstance(new_job, NewJob):
             raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
+        if new_job.run_after is not None:
+            raise ValueError(f"new_jobs[{index}] {PREPARED_NOT_DUE}")
     require_aware("now", now)
     results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
     if raise_refusals:
