@@ -1,6 +1,6 @@
 """The speed tricks for the frozen dataclasses made once per job, in one place.
 
-Every other module builds its values through their classes, which check them; these two skip the
+Every other module builds its values through their classes, which check them; these three skip the
 checks (and the per-field ``object.__setattr__`` of a frozen ``__init__``) where a value is made
 once per job on a hot path from fields known to be valid. Both pay, measured on 2026-12-07 (best
 of five runs of 20,000 with ``timeit``, this module against the classes' own constructors):
@@ -16,13 +16,18 @@ of five runs of 20,000 with ``timeit``, this module against the classes' own con
   machine, two runs each) put ``.prepare()`` + ``enqueue_many`` at 30,822 and 31,055 jobs/s
   before and 44,327 and 39,552 after, beside raw multi-row baselines of 9,795 and 7,972, then
   14,015 and 14,785.
+- :func:`uuid_unchecked` makes the ``UUID`` of each ``uuid7()`` (``core/ids.py``): 0.24 µs
+  instead of 0.79 µs through ``uuid.UUID(int=...)``; a ``uuid7()`` took 0.74-0.90 µs with the
+  trick written inline there and 0.78-0.81 µs calling this.
 
-Nothing else writes ``__dict__`` or ``__class__``; ``tests/core/test_frozen.py`` compares what
-both make with what the classes' own constructors make.
+Nothing else writes ``__dict__``, ``__class__`` or another class's slots;
+``tests/core/test_frozen.py`` compares what they make with what the classes' own constructors
+make.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import fields, make_dataclass
 from typing import Any, TypeVar
@@ -62,3 +67,19 @@ def copy_unchecked(value: T, **changes: Any) -> T:
     copy = object.__new__(type(value))
     object.__setattr__(copy, "__dict__", {**value.__dict__, **changes})
     return copy
+
+
+#: A ``UUID`` has two slots; setting them through their descriptors is what its constructor does.
+_NEW = object.__new__
+_SET_INT = uuid.UUID.__dict__["int"].__set__
+_SET_IS_SAFE = uuid.UUID.__dict__["is_safe"].__set__
+_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def uuid_unchecked(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` without its argument checks (a third of the cost): ``value`` must
+    be an int from 0 to 2**128 - 1, with its version and variant bits already set."""
+    made = _NEW(uuid.UUID)
+    _SET_INT(made, value)
+    _SET_IS_SAFE(made, _UNKNOWN)
+    return made

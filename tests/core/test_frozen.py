@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from backwave_django.core.frozen import copy_unchecked, frozen_builder
+from backwave_django.core.frozen import copy_unchecked, frozen_builder, uuid_unchecked
 from backwave_django.core.outcomes import ClaimedJob, NewJob
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -125,3 +125,20 @@ def test_a_copy_checks_nothing_it_is_given() -> None:
     assert copy_unchecked(_JOB, priority=500).priority == 500
     with pytest.raises(ValueError, match="priority must be from -100 to 100"):
         dataclasses.replace(_JOB, priority=500)
+
+
+# --- uuid_unchecked ---------------------------------------------------------------------------
+
+
+def test_an_unchecked_uuid_is_the_uuid_its_constructor_makes() -> None:
+    value = uuid.uuid4().int
+    made, built = uuid_unchecked(value), uuid.UUID(int=value)
+    assert type(made) is uuid.UUID
+    assert (made, hash(made), str(made), made.version, made.is_safe) == (
+        built,
+        hash(built),
+        str(built),
+        4,
+        uuid.SafeUUID.unknown,
+    )
+    assert pickle.loads(pickle.dumps(made)) == built
