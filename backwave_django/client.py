@@ -79,7 +79,7 @@ class JobWithOptions(Generic[P, R]):
     jobs from it.
     """
 
-    __slots__ = ("_job_id", "_template", "_unique", "definition")
+    __slots__ = ("_job_id", "_sender", "_template", "_unique", "definition")
 
     def __init__(
         self,
@@ -127,7 +127,7 @@ class JobWithOptions(Generic[P, R]):
         self._unique = unique
         # The job every prepare() copies: its id and payload are placeholders; a relative due time
         # is fixed by enqueue_many (NewJob.due_at).
-        template = NewJob(
+        self._template = NewJob(
             job_id=_PLACEHOLDER_ID,
             wire_name=definition.wire_name,
             payload=None,
@@ -144,7 +144,7 @@ class JobWithOptions(Generic[P, R]):
             trace_context=trace_context,
         )
         # Its jobs' job_enqueued names the definition's class as its sender (see announce_enqueued).
-        self._template = copy_unchecked(template, _sender=type(definition))
+        self._sender = type(definition)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """The job of this call, ready for :func:`enqueue_many`: its payload encoded and checked,
@@ -166,6 +166,7 @@ class JobWithOptions(Generic[P, R]):
             _payload_json=payload_json,
             unique=None if unique is None else definition.unique_key(unique, args, kwargs),
             id_is_new=key is None,
+            _sender=self._sender,
         )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:

@@ -311,8 +311,10 @@ def _normalize_policy(value: Any, priority: object = 0) -> None:
         timeout=value.timeout,
         priority=priority,  # type: ignore[arg-type]  # resolve_policy checks it
     )
-    object.__setattr__(value, "backoff", policy.backoff)
-    object.__setattr__(value, "timeout", policy.timeout)
+    if policy.backoff is not value.backoff:
+        object.__setattr__(value, "backoff", policy.backoff)
+    if policy.timeout is not value.timeout:
+        object.__setattr__(value, "timeout", policy.timeout)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
+from .frozen import frozen_builder
 from .retry import RetryPolicy, require_backoff_list, require_max_attempts
 from .unique import require_priority
 from .validation import require_timeout, validate_queue_name
@@ -44,6 +45,11 @@ class JobPolicy:
     priority: int = 0
 
 
+#: Builds a checked :class:`JobPolicy` from its fields in order, without a frozen ``__init__``'s
+#: cost (``core.frozen.frozen_builder``): every ``NewJob`` and every ``.using(...)`` with an
+#: override resolves one.
+_build_policy = frozen_builder(JobPolicy)
+
 #: The policy of a job that declares nothing: the ``default`` queue, the settings' retries and
 #: time limit, priority 0.
 DEFAULT_POLICY = JobPolicy()
@@ -63,12 +69,12 @@ def resolve_policy(
     becomes seconds. Raises ``TypeError`` or ``ValueError`` naming the first bad value."""
     if queue is None and max_attempts is None and backoff is None and timeout is None and priority is None:
         return declared
-    return JobPolicy(
-        queue=declared.queue if queue is None else validate_queue_name(queue),
-        max_attempts=declared.max_attempts if max_attempts is None else require_max_attempts(max_attempts),
-        backoff=declared.backoff if backoff is None else tuple(require_backoff_list(backoff)),
-        timeout=declared.timeout if timeout is None else require_timeout(timeout),
-        priority=declared.priority if priority is None else require_priority(priority),
+    return _build_policy(
+        declared.queue if queue is None else validate_queue_name(queue),
+        declared.max_attempts if max_attempts is None else require_max_attempts(max_attempts),
+        declared.backoff if backoff is None else tuple(require_backoff_list(backoff)),
+        declared.timeout if timeout is None else require_timeout(timeout),
+        declared.priority if priority is None else require_priority(priority),
     )
 
 
