@@ -2,20 +2,21 @@
 
 Every other module builds its values through their classes, which check them; these three skip the
 checks (and the per-field ``object.__setattr__`` of a frozen ``__init__``) where a value is made
-once per job on a hot path from fields known to be valid. Both pay, measured on 2026-12-07 (best
+once per job on a hot path from fields known to be valid. Each pays, measured on 2026-12-07 (best
 of five runs of 20,000 with ``timeit``, this module against the classes' own constructors):
 
 - :func:`frozen_builder` builds the ``ClaimedJob`` of each claimed job (``store/claims.py``):
-  0.46-0.48 µs instead of 1.94-1.96 µs through ``ClaimedJob(...)``.
+  0.46-0.48 µs instead of 1.94-1.96 µs through ``ClaimedJob(...)``; and the ``JobPolicy`` that
+  every ``NewJob`` and every ``.using(...)`` with an override resolves (``core/policy.py``):
+  0.36 µs, where building it through its ``__init__`` made ``.using(priority=3).prepare(...)``
+  2.3 µs slower than before the policy had a type (24.82 µs now, 24.17 µs before).
 - :func:`copy_unchecked` makes each prepared job from the ``NewJob`` its options were checked as
   (``client.JobWithOptions.prepare``), and fixes its due time when it is enqueued
   (``NewJob.due_at``): 0.76-0.90 µs a copy, instead of 10.5 µs through ``NewJob(...)`` (which
   encodes the payload and normalizes the tags again) or 12.6 µs through ``dataclasses.replace``.
-  One ``.prepare()`` and its ``due_at`` cost 12.95 µs per job, as the separate prepared type and
-  its copy did (12.99 µs). ``python -m benchmarks.run --only enqueue --quick`` (a noisy shared
-  machine, two runs each) put ``.prepare()`` + ``enqueue_many`` at 30,822 and 31,055 jobs/s
-  before and 44,327 and 39,552 after, beside raw multi-row baselines of 9,795 and 7,972, then
-  14,015 and 14,785.
+  One ``.prepare()`` and its ``due_at`` cost 12.74-12.95 µs per job, as the separate prepared
+  type and its copy did (12.70-12.99 µs); ``make bench``'s enqueue rows moved within the shared
+  machine's noise (docs/performance.md, "One prepared shape").
 - :func:`uuid_unchecked` makes the ``UUID`` of each ``uuid7()`` (``core/ids.py``): 0.24 µs
   instead of 0.79 µs through ``uuid.UUID(int=...)``; a ``uuid7()`` took 0.74-0.90 µs with the
   trick written inline there and 0.78-0.81 µs calling this.
