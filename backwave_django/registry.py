@@ -22,25 +22,18 @@ from django.core.exceptions import ImproperlyConfigured
 from .core import actors
 from .core.callables import P, R
 from .core.encoding import json_bytes
-from .core.retry import (
-    DEFAULT_MAX_ATTEMPTS,
-    Backoff,
-    RetryPolicy,
-    job_retry_policy,
-    require_backoff_list,
-    require_max_attempts,
-)
+from .core.policy import JobPolicy, resolve_policy
+from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy, job_retry_policy
 from .core.states import DependencyMode
 from .core.tags import Tag, normalize_tags, tag_from_pair
-from .core.unique import Unique, UniqueKey, require_priority, unique_digest
-from .core.validation import require_timeout, require_trace_context, validate_queue_name
+from .core.unique import Unique, UniqueKey, unique_digest
 
 if TYPE_CHECKING:
     import uuid
 
-    from .client import EnqueueReceipt, JobOptions, PreparedJob
+    from .client import EnqueueReceipt, JobWithOptions
     from .context import JobContext
-    from .core.outcomes import Outcome
+    from .core.outcomes import NewJob, Outcome
 
 
 _REGISTRY: dict[str, JobDefinition[Any, Any]] = {}
@@ -126,42 +119,57 @@ class JobDefinition(Generic[P, R]):
         priority: int | None = None,
         unique: Unique | None = None,
         trace_context: str | None = None,
-    ) -> JobOptions[P, R]:
+    ) -> JobWithOptions[P, R]:
         """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``.
 
-        ``max_attempts``, ``backoff`` (a list of seconds), ``timeout`` and ``priority`` override the
-        ``@job``'s own for this job; ``unique`` makes the enqueue a no-op while a conflicting job
-        exists; ``trace_context`` (a W3C ``traceparent``) is stored instead of the current span's
-        (docs/tracing.md). They are checked here, before anything is written.
+        ``queue``, ``max_attempts``, ``backoff`` (a list of seconds), ``timeout`` and ``priority``
+        override the ``@job``'s own for this job (:attr:`policy`); ``unique`` makes the enqueue a
+        no-op while a conflicting job exists; ``trace_context`` (a W3C ``traceparent``) is stored
+        instead of the current span's (docs/tracing.md). They are checked here, before anything
+        is written.
         """
-        from .client import JobOptions
+        from .client import JobWithOptions
 
-        if unique is not None:
-            if not isinstance(unique, Unique):
-                raise TypeError(f"unique must be a Unique(...), got {unique!r}")
-            unknown = [k for k in unique.keys or () if k not in self.signature.parameters]
-            if unknown:
-                raise ValueError(
-                    f"Unique(keys=...) names {', '.join(repr(k) for k in unknown)}, which job "
-                    f"{self.wire_name!r} does not take; its arguments are "
-                    f"{', '.join(self.signature.parameters) or '(none)'}"
-                )
-
-        return JobOptions(
-            definition=self,
+        return JobWithOptions(
+            self,
             queue=queue,
             run_after=run_after,
-            parents=tuple(parents),
+            parents=parents,
             mode=mode,
-            tags=tuple(tags),
+            tags=tags,
             job_id=job_id,
-            max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
-            backoff=None if backoff is None else tuple(require_backoff_list(backoff)),
-            timeout=None if timeout is None else require_timeout(timeout),
-            priority=self.priority if priority is None else require_priority(priority),
+            max_attempts=max_attempts,
+            backoff=backoff,
+            timeout=timeout,
+            priority=priority,
             unique=unique,
-            trace_context=None if trace_context is None else require_trace_context(trace_context),
+            trace_context=trace_context,
         )
+
+    @cached_property
+    def policy(self) -> JobPolicy:
+        """What this job type stores on each of its rows unless an enqueue overrides it (its
+        queue, ceiling, list backoff in seconds, time limit and priority; None: the settings')."""
+        backoff = None if self.retry is None else self.retry.stored_backoff
+        return JobPolicy(
+            queue=self.queue,
+            max_attempts=self.max_attempts,
+            backoff=None if backoff is None else tuple(backoff),
+            timeout=self.timeout,
+            priority=self.priority,
+        )
+
+    def require_unique(self, unique: object) -> None:
+        """Raise unless ``unique`` is a ``Unique(...)`` whose ``keys`` are arguments of this job."""
+        if not isinstance(unique, Unique):
+            raise TypeError(f"unique must be a Unique(...), got {unique!r}")
+        unknown = [k for k in unique.keys or () if k not in self.signature.parameters]
+        if unknown:
+            raise ValueError(
+                f"Unique(keys=...) names {', '.join(repr(k) for k in unknown)}, which job "
+                f"{self.wire_name!r} does not take; its arguments are "
+                f"{', '.join(self.signature.parameters) or '(none)'}"
+            )
 
     def unique_key(self, unique: Unique, args: tuple[Any, ...], kwargs: dict[str, Any]) -> UniqueKey:
         """The identity of one call under ``unique``: the chosen arguments' values (defaults
@@ -174,12 +182,6 @@ class JobDefinition(Generic[P, R]):
             identity = {key: bound.arguments[key] for key in unique.keys}
         return UniqueKey(unique_digest(self.wire_name, identity), unique.period, unique.states)
 
-    def stored_policy(self) -> tuple[int | None, tuple[float, ...] | None, float | None]:
-        """What this job type stores on each of its rows unless an enqueue overrides it:
-        ``(max_attempts, backoff in seconds, timeout)``; None takes the settings'."""
-        backoff = None if self.retry is None else self.retry.stored_backoff
-        return self.max_attempts, None if backoff is None else tuple(backoff), self.timeout
-
     def discards(self, exc: BaseException) -> bool:
         """Whether ``retry_on`` / ``discard_on`` send this exception straight to Dead-Lettered."""
         if self.discard_on and isinstance(exc, self.discard_on):
@@ -187,9 +189,9 @@ class JobDefinition(Generic[P, R]):
         return self.retry_on is not None and not isinstance(exc, self.retry_on)
 
     @cached_property
-    def _defaults(self) -> JobOptions[P, R]:
-        """``using()`` without options: it is immutable, and it keeps what its ``prepare()``
-        checked (see ``client.JobOptions``)."""
+    def _defaults(self) -> JobWithOptions[P, R]:
+        """``using()`` without options: it is immutable, and it keeps the job its options were
+        checked as (see ``client.JobWithOptions``)."""
         return self.using()
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
@@ -200,7 +202,7 @@ class JobDefinition(Generic[P, R]):
         """:meth:`enqueue` for ``async def`` code (an async view): see ``client.aenqueue_many``."""
         return await self._defaults.aenqueue(*args, **kwargs)
 
-    def prepare(self, *args: P.args, **kwargs: P.kwargs) -> PreparedJob:
+    def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """A job ready for :func:`backwave_django.enqueue_many`."""
         return self._defaults.prepare(*args, **kwargs)
 
@@ -391,16 +393,14 @@ def job(
         raise ImproperlyConfigured(
             f"A job has an empty Wire Name ({wire_name!r}). Wire Names are mandatory and explicit."
         )
-    validate_queue_name(queue)
+    declared = resolve_policy(queue=queue, timeout=timeout, priority=priority)
     retry = None
     if max_attempts is not None or backoff is not None:
         retry = RetryPolicy(
             max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts, backoff=backoff
         )
-    limit = None if timeout is None else require_timeout(timeout)
     retried = None if retry_on is None else exception_classes("retry_on", retry_on)
     discarded = exception_classes("discard_on", discard_on)
-    require_priority(priority)
     default_tags = tuple(tag_from_pair(p) for p in normalize_tags(tags))
 
     def register(func: Callable[..., Any]) -> JobDefinition[Any, Any]:
@@ -419,7 +419,7 @@ def job(
             tags=default_tags,
             takes_context=takes_context,
             hooks=hooks,
-            timeout=limit,
+            timeout=declared.timeout,
             retry_on=retried,
             discard_on=discarded,
             max_attempts=max_attempts,

@@ -16,7 +16,6 @@ nothing stored. See docs/workflows.md.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +24,10 @@ from types import TracebackType
 from asgiref.sync import sync_to_async
 
 from . import clock, signals, store, tracing
-from .client import PreparedJob, announce_enqueued
+from .client import announce_enqueued
+from .core.frozen import copy_unchecked
 from .core.ids import uuid7, workflow_id_for_key
+from .core.outcomes import NewJob
 from .core.states import WorkflowEnqueueResult
 from .core.validation import require_str
 from .core.workflows import MAX_WORKFLOW_NAME_LENGTH, WorkflowDefinition
@@ -57,7 +58,7 @@ class WorkflowBuilder:
         self._workflow_id = workflow_id
         self._append = append
         self._restarted_from = restarted_from
-        self._jobs: list[PreparedJob] = []
+        self._jobs: list[NewJob] = []
         self._receipt: WorkflowReceipt | None = None
 
     @property
@@ -70,7 +71,7 @@ class WorkflowBuilder:
         return self._name
 
     @property
-    def jobs(self) -> tuple[PreparedJob, ...]:
+    def jobs(self) -> tuple[NewJob, ...]:
         """The jobs added so far, in order, as they will be stored."""
         return tuple(self._jobs)
 
@@ -79,7 +80,7 @@ class WorkflowBuilder:
         """What :meth:`enqueue` returned, or None before the workflow is stored."""
         return self._receipt
 
-    def add(self, prepared: PreparedJob, *, after: Sequence[PreparedJob | uuid.UUID] = ()) -> PreparedJob:
+    def add(self, prepared: NewJob, *, after: Sequence[NewJob | uuid.UUID] = ()) -> NewJob:
         """Add a job (``definition.prepare(...)`` or ``definition.using(...).prepare(...)``).
 
         Its parents (``.using(parents=[...])`` and ``after``: jobs or job ids) must be members of
@@ -89,18 +90,18 @@ class WorkflowBuilder:
         """
         if self._receipt is not None:
             raise RuntimeError(f"workflow {self._workflow_id} is already enqueued; start another to add jobs")
-        if not isinstance(prepared, PreparedJob):
+        if not isinstance(prepared, NewJob):
             raise TypeError(f"add takes a prepared job (job.prepare(...)), got {prepared!r}")
         if prepared.unique is not None:
             raise ValueError(
-                f"job '{prepared.definition.wire_name}' is a unique job; a workflow member cannot be "
+                f"job '{prepared.wire_name}' is a unique job; a workflow member cannot be "
                 "one: give the workflow a stable workflow_id instead"
             )
-        if isinstance(after, PreparedJob | uuid.UUID | str):
+        if isinstance(after, NewJob | uuid.UUID | str):
             raise TypeError("after must be a list of jobs or job ids")
         extra = []
         for index, parent in enumerate(after):
-            if isinstance(parent, PreparedJob):
+            if isinstance(parent, NewJob):
                 extra.append(parent.job_id)
             elif isinstance(parent, uuid.UUID):
                 extra.append(parent)
@@ -110,7 +111,7 @@ class WorkflowBuilder:
                 )
         if extra:
             parents = tuple(dict.fromkeys((*prepared.parents, *extra)))
-            prepared = dataclasses.replace(prepared, parents=parents)
+            prepared = copy_unchecked(prepared, parents=parents)  # every parent is a checked UUID
         self._jobs.append(prepared)
         return prepared
 
@@ -124,7 +125,7 @@ class WorkflowBuilder:
         definition = WorkflowDefinition(
             workflow_id=self._workflow_id,
             name=self._name,
-            members=tuple(job.new_job(now, trace_context) for job in self._jobs),
+            members=tuple(job.due_at(now, trace_context) for job in self._jobs),
             is_append=self._append,
             restarted_from=self._restarted_from,
         )

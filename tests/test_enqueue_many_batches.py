@@ -116,7 +116,7 @@ def test_each_batch_is_begin_insert_commit_where_statements_are_watched() -> Non
 
 def _batches(sizes: list[int], then: BaseException | None = None) -> Iterator[tuple[list[NewJob], datetime]]:
     for number, size in enumerate(sizes):
-        yield [jobs.echo.prepare(number, n).new_job(T0) for n in range(size)], T0
+        yield [jobs.echo.prepare(number, n).due_at(T0) for n in range(size)], T0
     if then is not None:
         raise then
 
@@ -136,8 +136,8 @@ def test_an_error_building_the_next_batch_reports_the_batches_already_stored() -
 @pytest.mark.django_db(transaction=True)
 def test_store_enqueue_batches_without_raise_refusals_reports_them() -> None:
     written: list[list[store.Enqueued]] = []
-    big = jobs.echo.prepare("x" * 70_000).new_job(T0)
-    batches = [([jobs.echo.prepare(1).new_job(T0), big], T0), ([jobs.echo.prepare(2).new_job(T0)], T0)]
+    big = jobs.echo.prepare("x" * 70_000).due_at(T0)
+    batches = [([jobs.echo.prepare(1).due_at(T0), big], T0), ([jobs.echo.prepare(2).due_at(T0)], T0)]
     store.enqueue_batches(iter(batches), written=written.append)
     assert [[e.result for e in entries] for entries in written] == [
         [EnqueueResult.OK, EnqueueResult.PAYLOAD_TOO_LARGE],

@@ -1,6 +1,7 @@
 """What ``prepare()`` checks once and ``enqueue_many`` reuses (client.py): each set of options is
-checked once, as one ``NewJob``, and each payload encoded once; every job still gets its own
-values, and a prepared job that did not come from ``prepare()`` is checked in full."""
+checked once, as one ``NewJob`` that every prepared job is a copy of (``core.frozen.copy_unchecked``),
+and each payload encoded once; every job still gets its own values, and a job built any other way
+is checked in full by ``NewJob`` itself."""
 
 import dataclasses
 import uuid
@@ -9,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from backwave_django import DependencyMode, EnqueueResult, enqueue_many
-from backwave_django.client import JobOptions, PreparedJob
+from backwave_django import DependencyMode, EnqueueResult, NewJob, enqueue_many
+from backwave_django.client import JobWithOptions
 from backwave_django.models import JobRecord, JobTag
 from tests.jobsapp import jobs
 
@@ -21,7 +22,7 @@ COLUMNS = ("wire_name", "queue", "payload", "state", "mode", "max_attempts", "ba
 MORE_COLUMNS = ("priority", "trace_context", "parents_remaining", "unique_key")
 
 
-def _mixed_batch(with_child: bool) -> list[PreparedJob]:
+def _mixed_batch(with_child: bool) -> list[NewJob]:
     """Jobs of several definitions and options in one batch, one set of options used twice; with
     a child of a job of the batch (which takes the portable path on PostgreSQL too) or without."""
     shared = jobs.echo.using(priority=-3, tags=[("tenant", "x")], queue="eu")
@@ -63,10 +64,9 @@ def _row(job_id: uuid.UUID) -> tuple[Any, ...]:
 @pytest.mark.parametrize("with_child", [False, True])
 def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would(with_child: bool) -> None:
     prepared = _mixed_batch(with_child)
-    assert all(p._checked is not None for p in prepared)
     receipts = enqueue_many(prepared)
     assert [r.enqueue_result for r in receipts] == [EnqueueResult.OK] * len(prepared)
-    # The same jobs copied (so not from prepare(): checked and encoded again in full), new ids.
+    # The same jobs copied through NewJob's own checks (payload encoded again), with new ids.
     new_ids = {p.job_id: uuid.uuid4() for p in prepared}
     copies = [
         dataclasses.replace(
@@ -74,11 +74,10 @@ def test_a_mixed_batch_stores_each_jobs_own_values_as_a_fully_checked_copy_would
         )
         for p in prepared
     ]
-    assert all(c._checked is None for c in copies)
     enqueue_many(copies)
     for original, copy in zip(prepared, copies, strict=True):
         row, copied = _row(original.job_id), _row(copy.job_id)
-        if isinstance(original.run_after, datetime):  # a fixed due time, enqueued a little later
+        if original.run_after is None:  # a fixed due time, enqueued a little later
             row, copied = (row[0], row[2]), (copied[0], copied[2])
         assert row == copied
 
@@ -119,66 +118,69 @@ def test_a_payload_changed_after_prepare_is_stored_as_it_was_prepared_on_both_pa
 def test_a_prepared_job_is_stored_as_the_same_job_built_in_full() -> None:
     prepared = jobs.tagger.using(tags=[("k", "v"), "vip"], backoff=[1], priority=3).prepare()
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    fast, full = prepared.new_job(now, TRACE), dataclasses.replace(prepared).new_job(now, TRACE)
+    fast, full = prepared.due_at(now, TRACE), dataclasses.replace(prepared).due_at(now, TRACE)
     assert fast == full
+    assert (fast.due_time, fast.run_after, fast.trace_context) == (now, None, TRACE)
     assert (fast.payload_json, fast.tag_pairs) == (full.payload_json, full.tag_pairs)
     assert fast.tag_pairs == (("", "from-definition"), ("k", "v"), ("", "vip"))
 
 
-def test_a_prepared_job_is_a_frozen_dataclass_like_one_built_by_its_constructor() -> None:
-    """``prepare()`` fills the slots itself (client.py's ``_build_prepared``); the job still has
-    every field, compares, prints and copies as one built by ``PreparedJob(...)``, and is frozen."""
+def test_a_prepared_job_is_a_new_job_like_one_built_by_its_constructor() -> None:
+    """``prepare()`` copies the options' checked job (``core.frozen.copy_unchecked``); the job
+    still has every field, compares, prints and copies as one built by ``NewJob(...)``, and is
+    frozen."""
     options = jobs.tagger.using(tags=["vip"], priority=3, run_after=timedelta(minutes=1), queue="eu")
     prepared = options.prepare()
-    built = PreparedJob(
-        **{f.name: getattr(prepared, f.name) for f in dataclasses.fields(PreparedJob) if f.init}
-    )
+    built = NewJob(**{f.name: getattr(prepared, f.name) for f in dataclasses.fields(NewJob) if f.init})
+    assert type(prepared) is NewJob
     assert prepared == built
     assert repr(prepared) == repr(built)
-    assert (prepared.queue, prepared.priority, prepared.tags) == ("eu", 3, ("vip",))
-    assert prepared._checked is options._checked
-    assert prepared._payload_json == b'{"args":[],"kwargs":{}}'
+    assert (prepared.queue, prepared.priority, prepared.run_after) == ("eu", 3, timedelta(minutes=1))
+    assert prepared.tags == built.tags
+    assert prepared.payload_json == built.payload_json == b'{"args":[],"kwargs":{}}'
+    assert prepared.tag_pairs == built.tag_pairs == (("", "from-definition"), ("", "vip"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         prepared.queue = "other"  # type: ignore[misc]
     assert dataclasses.replace(prepared, priority=4).priority == 4
+    assert (prepared.id_is_new, built.id_is_new) == (True, False)  # a copy is not known to be new
+    assert options.prepare().job_id != prepared.job_id
 
 
-def test_a_copied_prepared_job_is_checked_again_when_enqueued() -> None:
-    good = jobs.echo.prepare("ok")
+def test_a_copied_prepared_job_is_checked_again_in_full() -> None:
     with pytest.raises(ValueError, match="priority must be from -100 to 100"):
-        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), priority=500)])
+        dataclasses.replace(jobs.echo.prepare(), priority=500)
     with pytest.raises(ValueError, match="queue must be non-empty"):
-        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), queue="")])
+        dataclasses.replace(jobs.echo.prepare(), queue="")
     with pytest.raises(TypeError, match="payload must be JSON-serializable"):
-        enqueue_many([good, dataclasses.replace(jobs.echo.prepare(), payload={"x": {1, 2}})])
+        dataclasses.replace(jobs.echo.prepare(), payload={"x": {1, 2}})
+    with pytest.raises(TypeError, match="run_after must be a timedelta"):
+        dataclasses.replace(jobs.echo.prepare(), run_after=5)  # type: ignore[arg-type]
     assert not JobRecord.objects.exists()
 
 
-def test_options_built_without_using_are_checked_by_every_prepare_until_fixed() -> None:
-    options: JobOptions[Any, Any] = JobOptions(
-        definition=jobs.echo,
-        queue=None,
-        run_after=None,
-        parents=(),
-        mode=DependencyMode.ON_SUCCESS,
-        tags=(),
-        job_id=None,
-        priority=500,
-    )
-    for _ in range(2):  # a refusal is not remembered as checked
-        with pytest.raises(ValueError, match="priority must be from -100 to 100"):
-            options.prepare()
-    bad_trace = dataclasses.replace(options, priority=0, trace_context="not a traceparent")
+def test_options_are_checked_when_they_are_made() -> None:
+    with pytest.raises(ValueError, match="priority must be from -100 to 100"):
+        JobWithOptions(jobs.echo, priority=500)
     with pytest.raises(ValueError, match="trace_context must be a W3C traceparent"):
-        bad_trace.prepare()
-    fine = dataclasses.replace(options, priority=0)
+        JobWithOptions(jobs.echo, trace_context="not a traceparent")
+    with pytest.raises(TypeError, match=r"parents\[1\] must be a uuid.UUID, got str"):
+        jobs.echo.using(parents=[uuid.uuid4(), "x"])  # type: ignore[list-item]
+    fine: JobWithOptions[Any, Any] = JobWithOptions(jobs.echo, priority=0)
     assert enqueue_many([fine.prepare(1), fine.prepare(2)])[1].enqueue_result is EnqueueResult.OK
+
+
+def test_a_job_built_in_full_may_be_enqueued_with_prepared_ones() -> None:
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    built = NewJob(
+        job_id=uuid.uuid4(), wire_name="test.echo", payload={"args": [], "kwargs": {}}, due_time=due
+    )
+    assert [r.enqueue_result for r in enqueue_many([jobs.echo.prepare(), built])] == [EnqueueResult.OK] * 2
+    assert JobRecord.objects.get(job_id=built.job_id).due_time == due
 
 
 def test_a_payload_is_encoded_once_and_an_argument_that_changes_is_named() -> None:
     prepared = jobs.echo.prepare("ünï", 2.5, flag=True)
-    assert prepared._checked is not None
-    assert prepared._payload_json == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
+    assert prepared.payload_json == b'{"args":["\xc3\xbcn\xc3\xaf",2.5],"kwargs":{"flag":true}}'
     with pytest.raises(TypeError, match=r"argument 'when' of job 'test\.echo' does not survive"):
         jobs.echo.prepare("ok", when={"a": (1,)})
     with pytest.raises(TypeError, match=r"argument 'args\[1\]' of job 'test\.echo' is not JSON"):

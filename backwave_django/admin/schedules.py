@@ -27,6 +27,7 @@ from ..conf import get_settings
 from ..core import actors, planner
 from ..core.cron_gloss import describe as describe_cron
 from ..core.outcomes import ScheduleSpec
+from ..core.policy import DEFAULT_POLICY
 from ..core.states import CatchUp, JobState
 from ..core.validation import SCHEDULE_ID_RULE, validate_schedule_id
 from ..models import RecurringSchedule
@@ -149,7 +150,7 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     def _build_spec(self, data: dict[str, Any], zone: str | None) -> None:
         # Instances run under the job's own policy, as an enqueue of it would.
         definition = registry.get(data["wire_name"])
-        max_attempts, backoff, timeout = definition.stored_policy() if definition else (None, None, None)
+        policy = definition.policy if definition else DEFAULT_POLICY
         try:
             self.spec = ScheduleSpec(
                 schedule_id=self.instance.schedule_id if self.instance.pk else data["schedule_id"],
@@ -160,9 +161,9 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 time_zone=zone,
                 catch_up=CatchUp(data["catch_up"]),
                 no_overlap=bool(data["no_overlap"]),
-                max_attempts=max_attempts,
-                backoff=backoff,
-                timeout=timeout,
+                max_attempts=policy.max_attempts,
+                backoff=policy.backoff,
+                timeout=policy.timeout,
             )
         except (TypeError, ValueError) as exc:
             self.add_error(None, str(exc))

@@ -7,6 +7,8 @@ import time
 import uuid
 from collections.abc import Iterator
 
+from .frozen import uuid_unchecked
+
 #: Namespace of the stable ids derived from string job keys (``job_id="order-42"``).
 JOB_KEY_NAMESPACE = uuid.UUID("6f1c1f3e-0b8a-4a7e-9c55-6b61636b7761")
 
@@ -21,10 +23,7 @@ def uuid7() -> uuid.UUID:
     random = next(_pool, None)
     if random is None:
         random = _refill()
-    made = _NEW(uuid.UUID)  # ``uuid.UUID(int=...)`` without its argument checks: a third of the cost
-    _SET_INT(made, (time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF) << 80 | random)
-    _SET_IS_SAFE(made, uuid.SafeUUID.unknown)
-    return made
+    return uuid_unchecked((time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF) << 80 | random)
 
 
 #: Of the 80 bits after the milliseconds, the ones that stay random (not version nor variant).
@@ -33,10 +32,6 @@ _RANDOM_BITS = ((1 << 80) - 1) & ~(0xF << 76) & ~(0x3 << 62)
 _VERSION_AND_VARIANT = 0x7 << 76 | 0x2 << 62
 #: How many ids' random bits one ``os.urandom`` call reads (10 bytes each).
 _POOL_SIZE = 256
-#: A ``UUID`` has two slots; setting them through their descriptors is what its constructor does.
-_NEW = object.__new__
-_SET_INT = uuid.UUID.__dict__["int"].__set__
-_SET_IS_SAFE = uuid.UUID.__dict__["is_safe"].__set__
 
 
 def _random_parts() -> Iterator[int]:

@@ -7,28 +7,29 @@ malformed call fails before any database work with a message naming the argument
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 from .encoding import json_bytes
-from .retry import require_backoff_list, require_max_attempts
+from .frozen import copy_unchecked
+from .policy import resolve_policy
 from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
-from .unique import UniqueKey, require_priority
+from .unique import UniqueKey
 from .validation import (
     require_aware,
     require_str as _require_str,
-    require_timeout,
     require_trace_context,
     require_uuid as _require_uuid,
-    validate_queue_name,
     validate_schedule_id,
 )
 
 __all__ = [
     "OUTCOME_TYPES",
+    "PREPARED_NOT_DUE",
     "Cancelled",
     "ClaimedJob",
     "Failure",
@@ -185,6 +186,12 @@ _SUCCEEDED = OutcomeEffect(JobState.SUCCEEDED, None, None, clears_cancel=False, 
 
 # --- Inputs -----------------------------------------------------------------------------------
 
+#: Why the store refuses a prepared job whose due time is still relative (``NewJob.run_after``).
+PREPARED_NOT_DUE = (
+    "is a prepared job whose due time counts from its enqueue (run_after is set): "
+    "pass new_job.due_at(now), as backwave_django.enqueue_many does"
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class NewJob:
@@ -214,20 +221,25 @@ class NewJob:
     #: Whether ``job_id`` was just made for this job (``uuid7``, by ``prepare()``), so that no
     #: other job can hold it: a conflict on it can only be this same job sent again. A hint for
     #: the store, which then inserts without looking for the id first and looks only if the insert
-    #: meets it (docs/store.md); a wrong hint costs a retry, never a wrong result.
-    id_is_new: bool = field(default=False, compare=False)
+    #: meets it (docs/store.md); a wrong hint costs a retry, never a wrong result. Set by
+    #: ``prepare()`` only: a copy (``dataclasses.replace``) is not known to be new.
+    id_is_new: bool = field(default=False, init=False, repr=False, compare=False)
+    #: Set on a prepared job (``.prepare()``) whose due time counts from when it is enqueued:
+    #: ``enqueue_many`` (:meth:`due_at`) makes it due ``run_after`` after its clock's now, and
+    #: ``due_time`` means nothing until then. The store takes jobs with it unset.
+    run_after: timedelta | None = None
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
         if self.trace_context is not None:
             require_trace_context(self.trace_context)
-        _normalize_policy(self)
-        require_priority(self.priority)
+        _normalize_policy(self, self.priority)
         if self.unique is not None and not isinstance(self.unique, UniqueKey):
             raise TypeError(f"unique must be a UniqueKey, got {type(self.unique).__name__}")
         _require_str("wire_name", self.wire_name)
-        validate_queue_name(self.queue)
         require_aware("due_time", self.due_time)
+        if self.run_after is not None and not isinstance(self.run_after, timedelta):
+            raise TypeError(f"run_after must be a timedelta, got {type(self.run_after).__name__}")
         try:
             encoded = json_bytes(self.payload)
         except (TypeError, ValueError) as exc:
@@ -248,39 +260,28 @@ class NewJob:
         object.__setattr__(self, "tags", tuple(tag_from_pair(p) for p in pairs))
         object.__setattr__(self, "_tag_pairs", pairs)
 
-    def for_another(
-        self,
-        *,
-        job_id: uuid.UUID,
-        payload: Any,
-        payload_json: bytes,
-        due_time: datetime,
-        unique: UniqueKey | None,
-        trace_context: str | None,
-        id_is_new: bool = False,
-    ) -> NewJob:
-        """Another job with this one's checked values (wire name, queue, parents, mode, tags,
-        policy, priority) and its own id (``id_is_new`` as above), payload, due time, unique key
-        and trace context, which the caller has already checked as ``__post_init__`` would
-        (``payload_json`` is the payload's stored JSON). The client's ``prepare()`` builds one
-        NewJob per set of options, so every check runs here, once, and each job then costs a copy
-        (see client.py)."""
-        new_job = object.__new__(NewJob)
-        object.__setattr__(
-            new_job,
-            "__dict__",
-            {
-                **self.__dict__,
-                "job_id": job_id,
-                "payload": payload,
-                "_payload_json": payload_json,
-                "due_time": due_time,
-                "unique": unique,
-                "trace_context": trace_context,
-                "id_is_new": id_is_new,
-            },
+    def due_at(self, now: datetime, trace_context: str | None = None) -> NewJob:
+        """This job as enqueued at ``now``: a prepared job (``run_after`` set) due ``run_after``
+        from ``now``, and with ``trace_context`` (the enqueuing span's, already checked) unless
+        it has its own. A job with nothing to fix is returned as it is."""
+        run_after = self.run_after
+        if run_after is None and (trace_context is None or self.trace_context is not None):
+            return self
+        return copy_unchecked(
+            self,
+            due_time=self.due_time if run_after is None else now + run_after,
+            run_after=None,
+            trace_context=self.trace_context or trace_context,
         )
-        return new_job
+
+    def new_job(self, now: datetime, trace_context: str | None = None) -> NewJob:
+        """Deprecated name of :meth:`due_at` (from when a prepared job was a type of its own)."""
+        warnings.warn(
+            "NewJob.new_job (PreparedJob.new_job) is deprecated: use .due_at(now)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.due_at(now, trace_context)
 
     @property
     def tag_pairs(self) -> tuple[TagPair, ...]:
@@ -295,14 +296,25 @@ class NewJob:
         return encoded
 
 
-def _normalize_policy(value: Any) -> None:
-    """Check and store a value's ``max_attempts``, ``backoff`` and ``timeout`` in their row form."""
-    if value.max_attempts is not None:
-        require_max_attempts(value.max_attempts)
-    if value.backoff is not None:
-        object.__setattr__(value, "backoff", tuple(require_backoff_list(value.backoff)))
-    if value.timeout is not None:
-        object.__setattr__(value, "timeout", require_timeout(value.timeout))
+def _normalize_policy(value: Any, priority: object = 0) -> None:
+    """Check a value's ``queue``, ``max_attempts``, ``backoff`` and ``timeout`` (and a job's
+    ``priority``) by ``core.policy.resolve_policy``, and keep them in their stored form. A queue
+    and a priority are required here (None there means "the declared one")."""
+    if value.queue is None:
+        raise TypeError("queue must be a str, got NoneType")
+    if priority is None:
+        raise TypeError("priority must be an int from -100 to 100, got None")
+    policy = resolve_policy(
+        queue=value.queue,
+        max_attempts=value.max_attempts,
+        backoff=value.backoff,
+        timeout=value.timeout,
+        priority=priority,  # type: ignore[arg-type]  # resolve_policy checks it
+    )
+    if policy.backoff is not value.backoff:
+        object.__setattr__(value, "backoff", policy.backoff)
+    if policy.timeout is not value.timeout:
+        object.__setattr__(value, "timeout", policy.timeout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -396,7 +408,6 @@ class ScheduleSpec:
         validate_schedule_id(self.schedule_id)
         _require_str("cron", self.cron)
         _require_str("wire_name", self.wire_name)
-        validate_queue_name(self.queue)
         _require_json("payload", self.payload)
         if self.time_zone is not None:
             _require_str("time_zone", self.time_zone)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .outcomes import NewJob
+from .outcomes import PREPARED_NOT_DUE, NewJob
 from .states import JobState, WorkflowStatus
 from .validation import require_str, require_uuid
 
@@ -64,6 +64,8 @@ class WorkflowDefinition:
         for index, member in enumerate(members):
             if not isinstance(member, NewJob):
                 raise TypeError(f"members[{index}] must be a NewJob, got {type(member).__name__}")
+            if member.run_after is not None:
+                raise ValueError(f"members[{index}] {PREPARED_NOT_DUE}")
             if member.unique is not None:
                 raise ValueError(
                     f"members[{index}] (job {member.job_id}, wire name '{member.wire_name}') is a "

@@ -21,7 +21,8 @@ from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors
-from ..core.outcomes import NewJob
+from ..core.outcomes import PREPARED_NOT_DUE, NewJob
+from ..core.policy import policy_columns
 from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
 from ..core.validation import require_aware
 from ..database import jobs_database
@@ -42,7 +43,6 @@ from .job_inserts import (
     enqueued_entries,
     insert_statement,
     stored_ids,
-    stored_policy,
     with_on_conflict,
 )
 from .uniqueness import (
@@ -121,6 +121,8 @@ def judge_bounds(
     for index, new_job in enumerate(jobs):
         if not isinstance(new_job, NewJob):
             raise TypeError(f"new_jobs[{index}] must be a NewJob, got {type(new_job).__name__}")
+        if new_job.run_after is not None:
+            raise ValueError(f"new_jobs[{index}] {PREPARED_NOT_DUE}")
     require_aware("now", now)
     results: list[EnqueueResult | None] = [check_bounds(j, settings) for j in jobs]
     if raise_refusals:
@@ -243,7 +245,7 @@ def _insert_many(
             unique_key=None if new_job.unique is None else new_job.unique.key,
             workflow_id=workflow_id,
             trace_context=new_job.trace_context,
-            **stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
+            **policy_columns(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
         )
         planned.append(_Planned(new_job, record, live))
         mark_accepted(new_job, existing, holders)

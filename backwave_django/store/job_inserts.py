@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from ..conf import BackWaveSettings
 from ..core import actors
 from ..core.outcomes import NewJob
+from ..core.policy import policy_columns
 from ..core.states import EnqueueResult, HistoryPolicy
 from ._schema import JOBS, SCHEDULED, TAGS, TRANSITIONS
 from ._tx import HINT_CHANNEL
@@ -30,24 +31,6 @@ class Enqueued:
 
     result: EnqueueResult
     job_id: uuid.UUID
-
-
-def stored_policy(
-    max_attempts: int | None,
-    backoff: Sequence[float] | None,
-    timeout: float | None,
-    settings: BackWaveSettings,
-) -> dict[str, Any]:
-    """The policy columns a new job row is stored with: its own values, or the settings' (the
-    ceiling from ``RETRY`` and the time limit from ``JOB_TIMEOUT``; a backoff stays None, which
-    means the settings' backoff at the time of each decision)."""
-    if timeout is None and settings.job_timeout is not None:
-        timeout = settings.job_timeout.total_seconds()
-    return {
-        "max_attempts": settings.retry.max_attempts if max_attempts is None else max_attempts,
-        "backoff": None if backoff is None else list(backoff),
-        "timeout": timeout,
-    }
 
 
 #: What follows the insert of jobs without parents, in every statement below: their first
@@ -162,7 +145,7 @@ _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str, str]:
     """:data:`ENQUEUE`'s two documents. A shape is ``[wire_name, queue, due_time, mode,
     max_attempts, backoff, timeout, priority, trace_context]`` with the policy as stored
-    (:func:`stored_policy`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
+    (:func:`core.policy.policy_columns`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
     stored JSON spliced in as it is (it was encoded once, when the job was built), and a unique
     job's key after it."""
     numbers: dict[tuple[Any, ...], int] = {}
@@ -182,7 +165,7 @@ def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str,
         )
         number = numbers.get(key)
         if number is None:
-            policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
+            policy = policy_columns(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
             shapes.append(
                 [
                     new_job.wire_name,
@@ -236,7 +219,7 @@ def insert_statement(
     }
     if len(accepted) == 1:  # one job: plain values instead of a document of one row
         new_job = accepted[0]
-        policy = stored_policy(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
+        policy = policy_columns(new_job.max_attempts, new_job.backoff, new_job.timeout, settings)
         params.update(
             job_id=new_job.job_id,
             wire_name=new_job.wire_name,

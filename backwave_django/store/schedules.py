@@ -16,12 +16,12 @@ from ..conf import BackWaveSettings, get_settings
 from ..core import actors, planner
 from ..core.cron import CronExpression
 from ..core.outcomes import ScheduleSpec
+from ..core.policy import policy_columns
 from ..core.states import LIVE_STATES, CatchUp, HistoryPolicy, JobState, OperatorAction, TriggerScheduleResult
 from ..core.validation import require_actor, require_aware
 from ..database import jobs_database
 from ..models import JobRecord, JobTransition, RecurringSchedule
 from ._tx import atomic_retrying, audit, notify
-from .job_inserts import stored_policy
 
 logger = logging.getLogger("backwave_django.store")
 
@@ -200,7 +200,7 @@ def _insert_instances(
         .values_list("wire_name", "payload", "queue", "max_attempts", "backoff", "timeout")
         .get()
     )
-    policy = stored_policy(max_attempts, backoff, timeout, settings)
+    policy = policy_columns(max_attempts, backoff, timeout, settings)
     ids = {tick: planner.instance_id(schedule_id, tick) for tick in ticks}
     present = set(
         JobRecord.objects.using(using).filter(job_id__in=ids.values()).values_list("job_id", flat=True)

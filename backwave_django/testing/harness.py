@@ -360,7 +360,7 @@ class BackWaveHarness(JobAssertions):
         """
         definition = definition_of(job)
         payload = definition.encode(tuple(args), dict(kwargs or {}))
-        max_attempts, backoff, timeout = definition.stored_policy()
+        policy = definition.policy
         store.upsert_schedule(
             ScheduleSpec(
                 schedule_id=schedule_id,
@@ -371,9 +371,9 @@ class BackWaveHarness(JobAssertions):
                 time_zone=time_zone,
                 catch_up=catch_up,
                 no_overlap=no_overlap,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                timeout=timeout,
+                max_attempts=policy.max_attempts,
+                backoff=policy.backoff,
+                timeout=policy.timeout,
             ),
             now=self._now,
         )

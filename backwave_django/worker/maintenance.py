@@ -18,6 +18,7 @@ from ..conf import BackWaveSettings
 from ..core import actors
 from ..core.liveness import stale_after
 from ..core.outcomes import ScheduleSpec
+from ..core.policy import DEFAULT_POLICY
 from ..core.states import CatchUp, TerminalStateClass
 from ..database import jobs_database
 from ..models import QueueSettings
@@ -82,19 +83,19 @@ def settings_schedule_spec(schedule_id: str, options: Mapping[str, Any]) -> Sche
     the instances' policy (ceiling, backoff, time limit) is the job's own, as for an enqueue.
     """
     definition = get(options["job"])
-    max_attempts, backoff, timeout = definition.stored_policy() if definition else (None, None, None)
+    policy = definition.policy if definition else DEFAULT_POLICY
     return ScheduleSpec(
         schedule_id=schedule_id,
         cron=options["cron"],
         wire_name=options["job"],
         payload={"args": list(options.get("args", [])), "kwargs": dict(options.get("kwargs", {}))},
-        queue=options.get("queue") or (definition.queue if definition else "default"),
+        queue=options.get("queue") or policy.queue,
         time_zone=options.get("time_zone"),
         catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
         no_overlap=bool(options.get("no_overlap", False)),
-        max_attempts=max_attempts,
-        backoff=backoff,
-        timeout=timeout,
+        max_attempts=policy.max_attempts,
+        backoff=policy.backoff,
+        timeout=policy.timeout,
     )
 
 

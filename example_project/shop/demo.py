@@ -33,7 +33,6 @@ from backwave_django import (
     JobState,
     NewJob,
     OutcomeReport,
-    PreparedJob,
     ScheduleSpec,
     Success,
     Unroutable,
@@ -172,8 +171,8 @@ class HistorySimulation:
     def _spread(total: int, steps: int) -> list[int]:
         return [total * (i + 1) // steps - total * i // steps for i in range(steps)]
 
-    def _at(self, t: datetime, prepared: Sequence[PreparedJob]) -> list[NewJob]:
-        return [p.new_job(t) for p in prepared]
+    def _at(self, t: datetime, prepared: Sequence[NewJob]) -> list[NewJob]:
+        return [p.due_at(t) for p in prepared]
 
     def _enqueue(self, new: list[NewJob], t: datetime) -> None:
         if not new:
@@ -187,7 +186,7 @@ class HistorySimulation:
         self.order_number += 1
         amount = self.rng.choice([1_299, 2_450, 4_999, 8_900, 12_500, 34_000])
         return [
-            p.new_job(t) for p in jobs.prepare_order(f"SO-{self.order_number}", amount, run_after=run_after)
+            p.due_at(t) for p in jobs.prepare_order(f"SO-{self.order_number}", amount, run_after=run_after)
         ]
 
     def _legacy_welcome_emails(self, t: datetime, count: int) -> list[NewJob]:
@@ -393,7 +392,7 @@ _SIMULATED_OUTPUTS: dict[str, Callable[[random.Random, list[Any], dict[str, Any]
 def enqueue_live_work(*, now: datetime, orders: int, seed: int = 11) -> int:
     """Work for the running worker, through the public API; returns how many jobs were stored."""
     rng = random.Random(seed)
-    prepared: list[PreparedJob] = []
+    prepared: list[NewJob] = []
     for index in range(orders):
         run_after = timedelta(seconds=10 + (600 - 10) * index / max(orders - 1, 1))
         order_id = f"SO-LIVE-{now:%H%M%S}-{index:04d}"

@@ -38,7 +38,7 @@ from zoneinfo import ZoneInfo
 from backwave_django import (
     JobContext,
     JobState,
-    PreparedJob,
+    NewJob,
     TransitionEvent,
     enqueue_many,
     job,
@@ -78,9 +78,7 @@ async def send_order_confirmation(order_id: str) -> dict[str, Any]:
     return {"message_id": f"<{order_id}@shop.example>"}
 
 
-def prepare_order(
-    order_id: str, amount_cents: int, *, run_after: timedelta | None = None
-) -> list[PreparedJob]:
+def prepare_order(order_id: str, amount_cents: int, *, run_after: timedelta | None = None) -> list[NewJob]:
     """An order's jobs: the charge, and a confirmation that runs only if the charge succeeds.
 
     Both ids are keyed by the order, so placing the same order twice stores its jobs once.
@@ -137,7 +135,7 @@ def sales_summary(ctx: JobContext, day: str, part_job_ids: list[str]) -> dict[st
     }
 
 
-def prepare_sales_report(day: str) -> list[PreparedJob]:
+def prepare_sales_report(day: str) -> list[NewJob]:
     """One ``regional-sales`` job per region (fan-out) and a ``sales-summary`` that waits for all
     of them (fan-in); the summary comes last.
 
@@ -280,9 +278,7 @@ def catalogue_import_key(supplier: str, day: str) -> str:
     return f"catalogue-import/{supplier}/{day}"
 
 
-def prepare_catalogue_import(
-    supplier: str, day: str, *, run_after: timedelta | None = None
-) -> list[PreparedJob]:
+def prepare_catalogue_import(supplier: str, day: str, *, run_after: timedelta | None = None) -> list[NewJob]:
     """The import's four jobs, parents first: fetch → (import products, resize images) → publish."""
     feed = fetch_supplier_feed.using(run_after=run_after).prepare(supplier, day)
     products = import_products.using(parents=[feed.job_id]).prepare(supplier, str(feed.job_id))

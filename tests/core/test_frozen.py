@@ -1,4 +1,5 @@
-"""``core.frozen.frozen_builder``: a frozen dataclass built through a plain twin is the same value."""
+"""``core.frozen``: a frozen dataclass built through a plain twin (``frozen_builder``), or copied
+without its checks (``copy_unchecked``), is the same value as one its class builds."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from backwave_django.core.frozen import frozen_builder
-from backwave_django.core.outcomes import ClaimedJob
+from backwave_django.core.frozen import copy_unchecked, frozen_builder, uuid_unchecked
+from backwave_django.core.outcomes import ClaimedJob, NewJob
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 VALUES: dict[str, Any] = {
@@ -85,3 +86,59 @@ class _Checked:
 def test_classes_the_trick_does_not_fit_are_refused(cls: type) -> None:
     with pytest.raises(TypeError):
         frozen_builder(cls)
+
+
+# --- copy_unchecked ---------------------------------------------------------------------------
+
+_JOB = NewJob(
+    job_id=uuid.UUID(int=1),
+    wire_name="reports.build",
+    payload={"args": [1], "kwargs": {}},
+    due_time=NOW,
+    tags=("vip", ("tenant", "acme")),
+    max_attempts=3,
+    backoff=(1, 2),
+)
+
+
+def test_a_copy_equals_the_same_job_built_in_full_and_leaves_the_original_alone() -> None:
+    payload = {"args": [2], "kwargs": {}}
+    copy = copy_unchecked(
+        _JOB, job_id=uuid.UUID(int=2), payload=payload, _payload_json=b'{"args":[2],"kwargs":{}}'
+    )
+    built = dataclasses.replace(_JOB, job_id=uuid.UUID(int=2), payload=payload)
+    assert type(copy) is NewJob
+    assert copy == built
+    assert repr(copy) == repr(built)
+    assert (copy.payload_json, copy.tag_pairs) == (built.payload_json, built.tag_pairs)
+    assert (_JOB.job_id, _JOB.payload, _JOB.payload_json) == (
+        uuid.UUID(int=1),
+        {"args": [1], "kwargs": {}},
+        b'{"args":[1],"kwargs":{}}',
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copy.queue = "other"  # type: ignore[misc]
+
+
+def test_a_copy_checks_nothing_it_is_given() -> None:
+    """What makes it fast: the caller checks (``client.JobWithOptions`` checks every option once)."""
+    assert copy_unchecked(_JOB, priority=500).priority == 500
+    with pytest.raises(ValueError, match="priority must be from -100 to 100"):
+        dataclasses.replace(_JOB, priority=500)
+
+
+# --- uuid_unchecked ---------------------------------------------------------------------------
+
+
+def test_an_unchecked_uuid_is_the_uuid_its_constructor_makes() -> None:
+    value = uuid.uuid4().int
+    made, built = uuid_unchecked(value), uuid.UUID(int=value)
+    assert type(made) is uuid.UUID
+    assert (made, hash(made), str(made), made.version, made.is_safe) == (
+        built,
+        hash(built),
+        str(built),
+        4,
+        uuid.SafeUUID.unknown,
+    )
+    assert pickle.loads(pickle.dumps(made)) == built

@@ -68,7 +68,9 @@ def test_new_job_refuses_malformed_fields(kwargs, error, message):
 
 def test_outcome_report_tags_come_out_normalized_whatever_the_collection():
     def report(tags):
-        return OutcomeReport(job_id=uuid.uuid4(), worker_id="w", attempt=1, outcome=Success(), added_tags=tags)
+        return OutcomeReport(
+            job_id=uuid.uuid4(), worker_id="w", attempt=1, outcome=Success(), added_tags=tags
+        )
 
     assert report(()).added_tags == ()
     assert report([]).added_tags == ()

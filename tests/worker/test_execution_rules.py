@@ -30,7 +30,7 @@ def _running(
     wire_name: str, *args: Any, timeout: float | None = None, attempt: int = 1, **kwargs: Any
 ) -> Running:
     definition = {d.wire_name: d for d in vars(jobs).values() if hasattr(d, "wire_name")}[wire_name]
-    max_attempts, backoff, _ = definition.stored_policy()
+    policy = definition.policy
     claimed = ClaimedJob(
         job_id=uuid.uuid4(),
         wire_name=wire_name,
@@ -40,8 +40,8 @@ def _running(
         due_time=T0,
         lease_owner="w",
         lease_expiry=T0 + timedelta(minutes=5),
-        max_attempts=max_attempts,
-        backoff=backoff,
+        max_attempts=policy.max_attempts,
+        backoff=policy.backoff,
         timeout=timeout,
     )
     context = JobContext(job_id=claimed.job_id, attempt=attempt, wire_name=wire_name, queue="slow")
@@ -249,7 +249,10 @@ def test_a_bad_snooze_is_refused(delay: Any, error: type[Exception]) -> None:
 
 @pytest.mark.parametrize("delay", [float("inf"), float("nan"), -1, 1e20])
 def test_a_refused_snooze_says_what_is_allowed(delay: float) -> None:
-    with pytest.raises(ValueError, match=r"^Snooze delay must be a timedelta or a finite number of seconds from 0 to 3,153,600,000 \(36,500 days\), got "):
+    with pytest.raises(
+        ValueError,
+        match=r"^Snooze delay must be a timedelta or a finite number of seconds from 0 to 3,153,600,000 \(36,500 days\), got ",
+    ):
         Snooze(delay)
 
 
