@@ -156,7 +156,7 @@ def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
     index condition, so future jobs (here 500 urgent ones) are never visited."""
     from django.db import connection, transaction
 
-    from backwave_django.store import claims
+    from backwave_django.store.postgres import claims
 
     for _ in range(500):
         enqueue(priority=50, due_time=T0 + timedelta(days=1))

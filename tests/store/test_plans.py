@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from backwave_django.store import outcomes
+from backwave_django.store.postgres import outcomes
 
 from ..conftest import enqueue, lease, report
 
