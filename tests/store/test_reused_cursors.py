@@ -40,7 +40,7 @@ def test_statements_reuse_one_cursor_per_connection_and_a_new_connection_gets_ne
 def test_a_pipelined_transaction_hands_out_a_different_cursor_each_call_never_the_bound_one() -> None:
     with pipelined_transaction(USING, jobs=1) as tx:
         handed = [tx.cursor(), tx.cursor(), tx.cursor()]
-        with tx.pipeline():
+        with tx.round_trip():
             for index, each in enumerate(handed):
                 each.execute("SELECT %(x)s::int", {"x": index})
         # A statement between the pipeline's and its fetches leaves their results alone.

@@ -151,7 +151,7 @@ def _claim_pipelined(
     common = _claim_params(take, worker_id, expiry, now, settings)
     with pipelined_transaction(using, jobs=take) as tx:
         opening, *claims = (tx.cursor() for _ in range(1 + len(queues)))
-        with tx.pipeline():  # one transaction: its Sync, at the end of the block, commits it
+        with tx.round_trip():  # one transaction: its Sync, at the end of the block, commits it
             opening.execute(PIPELINED_OPEN, {"queue_keys": queue_keys(queues), "queues": queues})
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"queue": queue, "before": queues[:index], "through": queues[: index + 1]}

@@ -10,8 +10,10 @@ written beside it; nothing else in ``backwave_django`` reaches into a connection
 scripts/check_layout.py, keeps it so). The attributes used are Django's: ``connection`` (the raw
 psycopg connection), ``ensure_connection()``, ``get_autocommit()``, ``in_atomic_block``,
 ``validate_no_broken_transaction()``, ``wrap_database_errors``, ``execute_wrappers``,
-``queries_logged``, ``make_cursor()`` and ``make_debug_cursor()``; and psycopg's ``pipeline()``,
-``pgconn.transaction_status`` and ``Cursor``.
+``queries_logged``, ``make_cursor()``, ``make_debug_cursor()`` and ``get_connection_params()``;
+and psycopg's ``pipeline()``, ``pgconn.transaction_status`` and ``Cursor``. The last section
+serves the rest of the package (the worker, the pooler check, the test harness), which needs
+the same few internals for its own reasons.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+_T = TypeVar("_T")
 
 
 def uses_postgres_statements(using: str) -> bool:
@@ -60,12 +65,12 @@ def fetch_bound(using: str, sql: str, params: dict[str, Any], *, jobs: int) -> l
     the same broken-transaction check and error translation as Django's cursors
     (``validate_no_broken_transaction``, ``wrap_database_errors``: what Django's own
     ``CursorWrapper.execute`` calls), instead of a new wrapped cursor per call (about 30 µs less
-    client CPU per statement). Otherwise on :func:`server_cursor`, so that whatever watches sees it.
+    client CPU per statement). Otherwise on :func:`server_bound`, so that whatever watches sees it.
     """
     connection = connections[using]
     rows: list[tuple[Any, ...]]
     if watched(connection):
-        with server_cursor(using) as cursor:
+        with server_bound(using) as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
             return rows
@@ -136,7 +141,7 @@ def let_go(connection: Any, slots: Iterable[int]) -> None:
 
 
 @contextmanager
-def server_cursor(using: str) -> Iterator[Any]:
+def server_bound(using: str) -> Iterator[Any]:
     """A cursor on the same connection (so in the same transaction) that binds on the server.
 
     Django's cursors bind parameters on the client, which for the hot-path statements means
@@ -173,7 +178,7 @@ class Pipelined:
         self._control: Any = None
         self._open: Any = None
 
-    def pipeline(self) -> AbstractContextManager[Any]:
+    def round_trip(self) -> AbstractContextManager[Any]:
         """psycopg's pipeline of the connection: statements executed in the block are sent without
         waiting, and the block's end (a Sync) collects their results. Its ``sync()`` is :meth:`sync`."""
         context = self._raw.pipeline()
@@ -287,3 +292,43 @@ def integrity_errors() -> tuple[type[Exception], ...]:
     from django.db import IntegrityError
 
     return (psycopg.errors.IntegrityError, IntegrityError)
+
+
+# --- For the rest of the package --------------------------------------------------------------
+
+
+def connect(using: str) -> None:
+    """Open this thread's connection to ``using`` now, if it is not open (what Django does before
+    a first statement anyway): the worker's writer thread does it ahead of its first write."""
+    connections[using].ensure_connection()
+
+
+def in_atomic_block(using: str) -> bool:
+    """Whether the code running now is inside an ``atomic()`` block on ``using``: the flag
+    ``transaction.atomic`` itself keeps, only read."""
+    return connections[using].in_atomic_block
+
+
+def on_raw_connection(connection: BaseDatabaseWrapper, look: Callable[[Any], _T]) -> _T:
+    """``look`` applied to the psycopg connection under this Django connection, with Django's error
+    translation; a connection opened only for this is closed again (so nothing else, such as a
+    ``LISTEN`` alias, finds it open). Used to ask the server about the connection itself (the
+    pooler check of ``poolers.py``), never to run a statement of the application's."""
+    was_open = connection.connection is not None
+    try:
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            return look(connection.connection)
+    finally:
+        if not was_open:
+            connection.close()
+
+
+def own_connection_params(using: str) -> dict[str, Any]:
+    """The arguments of ``psycopg.connect`` for a connection of its own to the database of
+    ``using`` (the worker's ``LISTEN`` connection): Django's, from the alias's settings
+    (``get_connection_params``), without what only Django's own connection uses."""
+    params: dict[str, Any] = connections[using].get_connection_params()
+    for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
+        params.pop(key, None)
+    return params

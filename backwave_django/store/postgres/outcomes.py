@@ -160,7 +160,7 @@ def _report_pipelined(
     params, ids = _report_params(reports, now, settings)
     with pipelined_transaction(using, jobs=len(reports)) as tx:
         report, parents = tx.cursor(), tx.cursor()
-        with tx.pipeline():
+        with tx.round_trip():
             tx.begin()
             report.execute(REPORT, params)
             parents.execute(ENDED_WITH_CHILDREN, {"ids": ids})

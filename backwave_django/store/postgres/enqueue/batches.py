@@ -36,8 +36,8 @@ class PostgresBatchWriter:
         stored: list[list[Enqueued]],
         raise_refusals: bool,
     ) -> None:
-        with ExitStack() as pipeline:
-            writer = _OverlappedWriter(using, pipeline, raise_refusals, stored)
+        with ExitStack() as exits:
+            writer = _OverlappedWriter(using, exits, raise_refusals, stored)
             for new_jobs, now in writer.guarded(iter(batches)):
                 writer.write(list(new_jobs), now)
             writer.collect()
@@ -60,8 +60,8 @@ class _OverlappedWriter:
     (opened at the first batch sent, closed before a batch that takes another path), and the
     entries of the batches stored so far."""
 
-    def __init__(self, using: str, pipeline: ExitStack, raise_refusals: bool, stored: list[list[Enqueued]]):
-        self.using, self.pipeline, self.raise_refusals, self.stored = using, pipeline, raise_refusals, stored
+    def __init__(self, using: str, exits: ExitStack, raise_refusals: bool, stored: list[list[Enqueued]]):
+        self.using, self.exits, self.raise_refusals, self.stored = using, exits, raise_refusals, stored
         self.settings = get_settings()
         self.own = own_transaction(using)
         self.tx: Pipelined | None = None
@@ -86,7 +86,7 @@ class _OverlappedWriter:
     def write(self, jobs: list[NewJob], now: datetime) -> None:
         if any(j.parents or j.unique is not None for j in jobs):
             self.collect()
-            self.pipeline.close()  # the other paths run their own statements, outside the pipeline
+            self.exits.close()  # the other paths run their own statements, outside the pipeline
             self.tx = None
             self.stored.append(enqueue_batch(jobs, now=now, raise_refusals=self.raise_refusals))
             return
@@ -159,8 +159,8 @@ class _OverlappedWriter:
         return enqueued_entries(sent.jobs, sent.results, sent.first, stored)
 
     def _open(self, jobs: int) -> None:
-        self.tx = self.pipeline.enter_context(
+        self.tx = self.exits.enter_context(
             pipelined_transaction(self.using, jobs=jobs, in_callers_transaction=not self.own)
         )
         self.inserting = self.tx.cursor()
-        self.pipeline.enter_context(self.tx.pipeline())
+        self.exits.enter_context(self.tx.round_trip())

@@ -19,7 +19,7 @@ from ..._tx import atomic_retrying, retrying
 from ...enqueueing import PortableInserts
 from ...job_inserts import Enqueued, enqueued_entries
 from ...uniqueness import LOCK_UNIQUE_KEYS, LOOK_UP_UNIQUE, judge_unique, lock_params, wanted_keys
-from ..connection import fetch_bound, own_transaction, pipelined_transaction, server_cursor
+from ..connection import fetch_bound, own_transaction, pipelined_transaction, server_bound
 from .inserts import insert_statement, stored_ids, with_on_conflict
 
 
@@ -101,7 +101,7 @@ def _enqueue_unique(
         return decided, judge_unique(jobs, decided, wanted, rows, now)
 
     def in_callers_transaction() -> list[Enqueued]:
-        with server_cursor(using) as cursor:
+        with server_bound(using) as cursor:
             cursor.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
             cursor.execute(LOOK_UP_UNIQUE, look_up)
             decided, stands_for = judged(cursor.fetchall())
@@ -111,13 +111,13 @@ def _enqueue_unique(
     def own() -> list[Enqueued]:
         with pipelined_transaction(using, jobs=len(jobs)) as tx:
             locking, looking, inserting = tx.cursor(), tx.cursor(), tx.cursor()
-            with tx.pipeline():
+            with tx.round_trip():
                 tx.begin()
                 locking.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
                 looking.execute(LOOK_UP_UNIQUE, look_up)
             decided, stands_for = judged(looking.fetchall())
             sql, params, first = insert_statement(jobs, decided, now, settings)
-            with tx.pipeline():
+            with tx.round_trip():
                 if first:
                     inserting.execute(sql, params)
                 tx.commit()
