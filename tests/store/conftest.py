@@ -4,7 +4,8 @@ portable ORM path forced onto it (``[portable]``), which proves the two alike; o
 MariaDB the portable path is the only one (``[portable]``).
 
 A test about the fast path itself (its statements, cursors, pipelines or plans) is marked
-``fast_path`` and runs on it only."""
+``fast_path`` and runs once: on the fast path on PostgreSQL (elsewhere, if it is not also marked
+``postgres``, on the portable path)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     kinds = ["postgres", "portable"] if ON_POSTGRES else ["portable"]
     if metafunc.definition.get_closest_marker("fast_path"):
-        kinds = kinds[:1] if ON_POSTGRES else []
+        kinds = kinds[:1]
     metafunc.parametrize("store_backend", kinds, indirect=True)
 
 
@@ -34,4 +35,3 @@ def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     if kind == "portable":
         force_portable(monkeypatch)
     return kind
-

@@ -18,6 +18,6 @@ def test_the_backend_is_chosen_once_per_alias_from_its_driver(monkeypatch: pytes
     chosen = backends.store_backend("default")
     assert chosen.name == ("postgres" if uses_postgres_statements("default") else "portable")
     assert backends.store_backend("default") is chosen
-    assert backends.CHOSEN == {"default": chosen}
+    assert {"default": chosen} == backends.CHOSEN
     if connection.vendor != "postgresql":
         assert chosen is backends.portable_backend()

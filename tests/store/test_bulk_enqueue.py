@@ -101,6 +101,7 @@ def test_the_statement_path_stores_what_the_orm_path_stores(monkeypatch: pytest.
     assert _stored(fast_ids)[2] is None
 
 
+@pytest.mark.fast_path
 def test_a_batch_without_parents_is_one_statement() -> None:
     jobs = [
         NewJob(job_id=uuid.uuid4(), wire_name="w", payload={"n": n}, due_time=T0, tags=("t",))
@@ -115,6 +116,7 @@ def test_a_batch_without_parents_is_one_statement() -> None:
     assert JobTag.objects.count() == 500
 
 
+@pytest.mark.fast_path
 @pytest.mark.parametrize("size", [1, 3])
 def test_jobs_without_tags_go_without_the_tags_insert_and_jobs_with_them_keep_it(size: int) -> None:
     def batch(tagged: bool) -> list[NewJob]:

@@ -28,7 +28,7 @@ from backwave_django.store.postgres.queues import queue_key
 
 from ..conftest import LEASE, T0, WORKER, enqueue, row
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
 
 def _claim(queues: list[str], max_jobs: int = 32, now: Any = T0) -> list[Any]:

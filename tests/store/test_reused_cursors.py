@@ -20,7 +20,7 @@ from backwave_django.store.postgres.connection import (
 
 from ..conftest import LEASE, T0, WORKER, enqueue
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
 USING = "default"
 
