@@ -39,7 +39,7 @@ from ..core.validation import require_aware
 from ..database import jobs_database
 from ..models import JobRecord, RecurringSchedule
 from ..registry import JobDefinition
-from ..store.postgres.connection import in_atomic_block
+from ..store.postgres.connection import inside_atomic
 from ..worker.execution import Finished, Running, run_inline, settle, timed_out
 from ..worker.maintenance import apply_queue_settings, maintenance_tick, sync_schedules
 from .assertions import JobAssertions, definition_of, listing
@@ -509,7 +509,7 @@ class BackWaveHarness(JobAssertions):
                 )
             return settle(timed_out(running, None, settings=get_settings(), now=self._now))
         using = jobs_database()
-        protect = in_atomic_block(using)
+        protect = inside_atomic(using)
         finished: Finished | None = None
         self._running = running.context
         try:

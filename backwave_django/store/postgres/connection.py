@@ -6,8 +6,8 @@ parameter into the SQL text. The hot paths (claim, enqueue, report) need three t
 offer: parameters bound on the server (so a statement is planned once per connection), psycopg's
 pipeline mode (several statements in one round trip), and a transaction sent as ``BEGIN`` ...
 ``COMMIT`` inside that pipeline. What each function below reaches into, and why that is safe, is
-written beside it; nothing else in ``backwave_django`` reaches into a connection (the layout check,
-scripts/check_layout.py, keeps it so). The attributes used are Django's: ``connection`` (the raw
+written beside it; nothing else in ``backwave_django`` reaches into a connection. The attributes
+used are Django's: ``connection`` (the raw
 psycopg connection), ``ensure_connection()``, ``get_autocommit()``, ``in_atomic_block``,
 ``validate_no_broken_transaction()``, ``wrap_database_errors``, ``execute_wrappers``,
 ``queries_logged``, ``make_cursor()``, ``make_debug_cursor()`` and ``get_connection_params()``;
@@ -303,7 +303,7 @@ def connect(using: str) -> None:
     connections[using].ensure_connection()
 
 
-def in_atomic_block(using: str) -> bool:
+def inside_atomic(using: str) -> bool:
     """Whether the code running now is inside an ``atomic()`` block on ``using``: the flag
     ``transaction.atomic`` itself keeps, only read."""
     return connections[using].in_atomic_block
