@@ -20,6 +20,8 @@ from typing import Any
 from django.db import Error
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .store import on_raw_connection
+
 #: The server process this statement runs in.
 SERVER_PROCESS = "SELECT pg_backend_pid()"
 
@@ -38,16 +40,10 @@ def behind_pooler(connection: BaseDatabaseWrapper) -> bool | None:
     tell (another database, or no connection right now)."""
     if connection.vendor != "postgresql":
         return None
-    was_open = connection.connection is not None
     try:
-        connection.ensure_connection()
-        with connection.wrap_database_errors:
-            return announces_other_process(connection.connection)
+        return on_raw_connection(connection, announces_other_process)
     except Error:
         return None
-    finally:
-        if not was_open:
-            connection.close()  # opened only to look; nothing else may want it (a LISTEN alias)
 
 
 def session_state_options(settings_dict: Mapping[str, Any]) -> list[str]:

@@ -42,7 +42,7 @@ MAX_FUNCTION_LINES = 80
 SKIPPED = ("migrations",)
 
 #: The one module that touches Django's connection internals and creates the driver's cursors.
-CONNECTION_MODULE = "backwave_django.store._tx"
+CONNECTION_MODULE = "backwave_django.store.postgres.connection"
 #: Attributes of a Django connection (or of the driver's connection under it) that are internals.
 CONNECTION_INTERNALS = frozenset(
     {

@@ -12,6 +12,7 @@ from django.db import connection
 from backwave_django import conf, signals, store
 from backwave_django.core.outcomes import NewJob, OutcomeReport, Success
 from backwave_django.core.states import EnqueueResult
+from backwave_django.store import backends
 
 from . import pgbouncer as pgbouncer_leg
 from .pgbouncer import PgBouncer
@@ -202,3 +203,12 @@ def announced() -> Iterator[list[Any]]:
 @pytest.fixture
 def vendor() -> str:
     return connection.vendor
+
+
+def force_portable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store take its portable ORM path on every database alias, PostgreSQL included
+    (``store/backends.py``), until the test ends."""
+    from django.conf import settings
+
+    for alias in settings.DATABASES:
+        monkeypatch.setitem(backends.CHOSEN, alias, backends.portable_backend())

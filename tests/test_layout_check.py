@@ -157,13 +157,13 @@ def test_connection_internals_are_named_outside_the_connection_module() -> None:
     """
     assert problems("backwave_django.poolers", source) == [
         "backwave_django/poolers.py:6: takes the driver's connection from Django's (.connection): "
-        "Django's connection internals belong in backwave_django.store._tx",
+        "Django's connection internals belong in backwave_django.store.postgres.connection",
         "backwave_django/poolers.py:7: touches the connection's in_atomic_block: Django's connection "
-        "internals belong in backwave_django.store._tx",
+        "internals belong in backwave_django.store.postgres.connection",
         "backwave_django/poolers.py:8: creates a raw psycopg.Cursor: Django's connection internals "
-        "belong in backwave_django.store._tx",
+        "belong in backwave_django.store.postgres.connection",
         "backwave_django/poolers.py:9: opens the driver's pipeline: Django's connection internals "
-        "belong in backwave_django.store._tx",
+        "belong in backwave_django.store.postgres.connection",
     ]
     assert problems(layout.CONNECTION_MODULE, source) == []
 

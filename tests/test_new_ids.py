@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from backwave_django import EnqueueResult, client, enqueue_many
 from backwave_django.core.ids import uuid7
 from backwave_django.models import JobRecord, JobTransition
-from backwave_django.store import batches
+from backwave_django.store.postgres.connection import Pipelined
 from tests.jobsapp import jobs
 
 OK, DUPLICATE = EnqueueResult.OK, EnqueueResult.DUPLICATE
@@ -28,7 +28,9 @@ OK, DUPLICATE = EnqueueResult.OK, EnqueueResult.DUPLICATE
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("watched", [False, True], ids=["cursors-kept", "statements-watched"])
-@pytest.mark.parametrize(("size", "batch"), [(1, 1000), (5, 1000), (8, 3)], ids=["one", "one-batch", "batches"])
+@pytest.mark.parametrize(
+    ("size", "batch"), [(1, 1000), (5, 1000), (8, 3)], ids=["one", "one-batch", "batches"]
+)
 def test_prepared_jobs_sent_again_are_duplicates_and_nothing_is_written_twice(
     size: int, batch: int, watched: bool, announced: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -46,7 +48,7 @@ def test_prepared_jobs_sent_again_are_duplicates_and_nothing_is_written_twice(
 
 
 class _Answered:
-    """One of a pipeline's two cursors, wrapped; the two share ``refusable``. A ``COMMIT`` after an
+    """A cursor of a pipelined transaction, wrapped; they all share ``refusable``. A ``COMMIT`` after an
     insert sent without ``ON CONFLICT`` (one the server may refuse) goes out only once the server
     has answered (or after 2 s): the order a fast server gives by itself."""
 
@@ -78,15 +80,13 @@ def test_a_batch_refused_before_its_commit_is_sent_is_sent_again_all_the_same(
     prepared = [jobs.echo.prepare(n) for n in range(size)]
     sent_before = size // 2 + 1
     enqueue_many(prepared[:sent_before])
-    opened = batches._OverlappedWriter._open
+    handed = Pipelined.cursor
+    refusable = [False]
 
-    def open_answered(self: Any, jobs_in_batch: int) -> None:
-        opened(self, jobs_in_batch)
-        refusable = [False]
-        control, inserting = self.cursors
-        self.cursors = (_Answered(control, refusable), _Answered(inserting, refusable))
+    def answered(self: Pipelined) -> Any:
+        return _Answered(handed(self), refusable)
 
-    monkeypatch.setattr(batches._OverlappedWriter, "_open", open_answered)
+    monkeypatch.setattr(Pipelined, "cursor", answered)
     receipts = enqueue_many(prepared)
     assert [r.enqueue_result for r in receipts] == [DUPLICATE] * sent_before + [OK] * (size - sent_before)
     assert JobRecord.objects.count() == size
@@ -119,7 +119,9 @@ def test_only_ids_prepare_made_outside_the_callers_transaction_go_without_on_con
     assert not any("ON CONFLICT" in sql for sql in without)
     with_conflict = [
         *_job_inserts(lambda: jobs.echo.using(job_id="order-1").enqueue(1)),  # the caller's key
-        *_job_inserts(lambda: enqueue_many([jobs.echo.prepare(1), jobs.echo.using(job_id=uuid7()).prepare(2)])),
+        *_job_inserts(
+            lambda: enqueue_many([jobs.echo.prepare(1), jobs.echo.using(job_id=uuid7()).prepare(2)])
+        ),
         *_job_inserts(lambda: enqueue_many([dataclasses.replace(jobs.echo.prepare(3))])),  # a copy
         *_job_inserts(_in_atomic(fresh(1))),
         *_job_inserts(_in_atomic(fresh(3))),

@@ -25,9 +25,8 @@ from backwave_django import (
 )
 from backwave_django.core.unique import UniqueKey
 from backwave_django.models import JobRecord, JobTransition
-from backwave_django.store import enqueueing
 
-from .conftest import LEASE, T0, enqueue, lease, new_job, report
+from .conftest import LEASE, T0, enqueue, force_portable, lease, new_job, report
 from .jobsapp import jobs
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +38,7 @@ def enqueue_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     if request.param == "orm":
         if connection.vendor != "postgresql":
             pytest.skip("the ORM path is this database's only path (run as 'statements')")
-        monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+        force_portable(monkeypatch)
     return str(request.param)
 
 
@@ -249,7 +248,7 @@ def test_both_paths_judge_and_store_a_mixed_unique_batch_alike(
     assert [at for at, _, _ in fast[1]] == [0, 1, 6]
     assert [key for _, key, _ in fast[1]] == ["batch-key-fast", None, "other-key-fast"]
     assert all(log == [(int(JobState.SCHEDULED), "enqueue")] for _, _, log in fast[1])
-    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    force_portable(monkeypatch)
     portable = run("orm")
     assert portable[0] == expected
     assert [(at, log) for at, _, log in portable[1]] == [(at, log) for at, _, log in fast[1]]

@@ -6,13 +6,14 @@ virtual time in milliseconds. Each function runs in one ``transaction.atomic()``
 joins the caller's transaction when there is one (enqueue inside ``atomic()`` commits or rolls
 back with the caller's writes) and is all-or-nothing otherwise.
 
-One module per family of operations; in each, a PostgreSQL statement sits beside the portable
-ORM path it must stay equivalent to (the same tests run against both): ``enqueueing`` (and
-``batches``: many batches of it, overlapped on PostgreSQL), ``claims``, ``leases``,
-``outcomes``, ``actions`` (operator actions), ``schedules``, ``workflows``, ``housekeeping`` and
-``observers``.
-``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the unit
-of work and the dependency cascade. See docs/architecture.md and docs/store.md.
+One module per family of operations: ``enqueueing`` (and ``batches``: many batches of it),
+``claims``, ``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``,
+``workflows``, ``housekeeping`` and ``observers``. The hot ones (claim, enqueue, report) have two
+implementations behind one interface each (``backends``): the portable ORM path beside the
+contract here, the reference, and PostgreSQL's fast path in ``postgres/`` (its SQL files, its
+cursors and pipelined transactions); the same tests run against both, and they are put together
+below. ``_tx`` holds transactions, retries, hints and audit rows; ``_rows`` the locked rows, the
+unit of work and the dependency cascade. See docs/architecture.md and docs/store.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from ._tx import CANCEL_CHANNEL, HINT_CHANNEL
 from .actions import (
     cancel_job,
     pause_queue,
@@ -30,9 +30,10 @@ from .actions import (
     retry_now,
     set_concurrency_limit,
 )
-from .batches import enqueue_batches
-from .claims import claim
-from .enqueueing import check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
+from .backends import StoreBackend, install
+from .batches import PortableBatchWriter, enqueue_batches
+from .claims import PortableClaims, claim
+from .enqueueing import PortableInserts, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
 from .housekeeping import (
     count_purgeable,
     prune_workers,
@@ -52,7 +53,13 @@ from .leases import (
     sweep_expired_leases,
 )
 from .observers import claim_observer_deliveries, report_observer_deliveries, sequence_log
-from .outcomes import job_output, report_outcome, report_outcomes
+from .outcomes import PortableOutcomes, job_output, report_outcome, report_outcomes
+from .postgres.claims import PostgresClaims
+from .postgres.connection import connect, on_raw_connection, own_connection_params
+from .postgres.enqueue.batches import PostgresBatchWriter
+from .postgres.enqueue.one_batch import PostgresInserts
+from .postgres.notifications import CANCEL_CHANNEL, HINT_CHANNEL
+from .postgres.outcomes import PostgresOutcomes
 from .schedules import (
     mint_due,
     prune_settings_schedules,
@@ -63,6 +70,16 @@ from .schedules import (
 )
 from .workflows import enqueue_workflow, refusal_text
 
+# The two implementations of the hot operations (store/backends.py), put together here, once.
+install(
+    portable=StoreBackend(
+        "portable", PortableClaims(), PortableInserts(), PortableBatchWriter(), PortableOutcomes()
+    ),
+    postgres=StoreBackend(
+        "postgres", PostgresClaims(), PostgresInserts(), PostgresBatchWriter(), PostgresOutcomes()
+    ),
+)
+
 __all__ = [
     "CANCEL_CHANNEL",
     "HINT_CHANNEL",
@@ -72,6 +89,7 @@ __all__ = [
     "check_bounds",
     "claim",
     "claim_observer_deliveries",
+    "connect",
     "count_purgeable",
     "enqueue",
     "enqueue_batch",
@@ -87,6 +105,8 @@ __all__ = [
     "observer_cursor",
     "observer_dead_letters",
     "observer_lag",
+    "on_raw_connection",
+    "own_connection_params",
     "pause_queue",
     "prune_settings_schedules",
     "prune_workers",

@@ -1,8 +1,8 @@
-"""Table names and state numbers as the store's SQL statements spell them.
+"""Table names, state numbers and lock classes as the store's SQL statements spell them.
 
-The PostgreSQL statements are module-level constants, formatted once at import from the models'
-table names and from :class:`~backwave_django.core.states.JobState`, so that no table name or
-state number is written by hand in SQL.
+The PostgreSQL statements (``store/postgres/sql/*.sql``) name them in braces (``{jobs}``,
+``{LEASED}``, ...); ``store/postgres/statements.py`` fills them in once, at import, from
+:data:`VOCABULARY`, so that no table name or state number is written by hand in SQL.
 """
 
 from __future__ import annotations
@@ -21,3 +21,23 @@ LEASED = int(JobState.LEASED)
 SUCCEEDED = int(JobState.SUCCEEDED)
 #: The terminal states as an SQL list, for ``state IN {TERMINAL}``.
 TERMINAL = "(" + ", ".join(str(int(state)) for state in sorted(TERMINAL_STATES)) + ")"
+
+#: Advisory-lock class id that namespaces the per-queue locks (the second key is the queue's CRC32).
+QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
+#: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
+UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
+
+#: What a ``{name}`` in the PostgreSQL statements' SQL files stands for.
+VOCABULARY: dict[str, str] = {
+    "jobs": JOBS,
+    "transitions": TRANSITIONS,
+    "tags": TAGS,
+    "edges": EDGES,
+    "queues": QUEUES,
+    "SCHEDULED": str(SCHEDULED),
+    "LEASED": str(LEASED),
+    "SUCCEEDED": str(SUCCEEDED),
+    "TERMINAL": TERMINAL,
+    "QUEUE_LOCK_CLASS": str(QUEUE_LOCK_CLASS),
+    "UNIQUE_LOCK_CLASS": str(UNIQUE_LOCK_CLASS),
+}

@@ -33,7 +33,8 @@ from ..core.validation import (
 from ..database import jobs_database
 from ..models import JobRecord, QueueSettings
 from ._rows import UnitOfWork, cascade, lock_rows
-from ._tx import CANCEL_CHANNEL, atomic_retrying, audit, lock_queues, notify
+from ._tx import atomic_retrying, audit, lock_queues, notify
+from .postgres.notifications import CANCEL_CHANNEL
 
 
 def cancel_job(job_id: uuid.UUID, *, actor: str, now: datetime) -> CancelResult:

@@ -1,11 +1,10 @@
 """Enqueue: inserting jobs, with their tags, edges to live parents and first transition-log entry.
 
 :func:`enqueue_many` judges every job (bounds, duplicate id, unknown parent), then writes the
-accepted ones with one statement per table. On PostgreSQL a batch without parents is one
-statement (``job_inserts.ENQUEUE``, a JSON document unpacked on the server), after the lock and
-look-up of its unique keys when it has unique jobs (``uniqueness``); with parents, or elsewhere,
-the portable ORM path below does the same work and also locks the parents, so that a parent
-cannot end between the check and the edge being written.
+accepted ones through the store backend (``backends.store_backend``): the portable ORM path
+below (:class:`PortableInserts`, the reference) writes one statement per table and locks the
+parents, so that a parent cannot end between the check and the edge being written; PostgreSQL's
+fast path (``store/postgres/enqueue/``) writes a batch without parents in one statement.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError
 
@@ -28,33 +26,10 @@ from ..core.validation import require_aware
 from ..database import jobs_database
 from ..exceptions import EnqueueError
 from ..models import JobDependency, JobRecord, JobTag, JobTransition
-from ._tx import (
-    atomic_retrying,
-    fetch_bound,
-    notify,
-    own_transaction,
-    pipelined_transaction,
-    retrying,
-    server_cursor,
-    uses_postgres_statements,
-)
-from .job_inserts import (
-    Enqueued,
-    enqueued_entries,
-    insert_statement,
-    stored_ids,
-    with_on_conflict,
-)
-from .uniqueness import (
-    LOCK_UNIQUE_KEYS,
-    LOOK_UP_UNIQUE,
-    duplicate_of,
-    judge_unique,
-    lock_params,
-    mark_accepted,
-    unique_holders,
-    wanted_keys,
-)
+from ._tx import atomic_retrying, notify
+from .backends import store_backend
+from .job_inserts import Enqueued
+from .uniqueness import duplicate_of, mark_accepted, unique_holders
 
 
 def enqueue(new_job: NewJob, *, now: datetime) -> EnqueueResult:
@@ -98,20 +73,7 @@ def enqueue_batch(
     if all(r is not None for r in results):
         return [Enqueued(r, j.job_id) for r, j in zip(results, jobs, strict=True) if r is not None]
     using = jobs_database()
-    if uses_postgres_statements(using) and not any(j.parents for j in jobs):
-        if any(j.unique for j in jobs):
-            return _enqueue_unique(using, jobs, results, now, settings)
-        return _enqueue_without_parents(using, jobs, results, now, settings)
-    for attempt in (1, 2, 3):
-        try:
-            return atomic_retrying(
-                using, lambda: _insert_many(jobs, list(results), now, settings, using, raise_refusals)
-            )
-        except IntegrityError:
-            # Another transaction committed one of these ids after we looked: look again.
-            if attempt == 3:
-                raise
-    raise AssertionError("unreachable")
+    return store_backend(using).inserts.insert(using, jobs, results, now, settings, raise_refusals)
 
 
 def judge_bounds(
@@ -179,6 +141,30 @@ def missing_jobs(job_ids: Iterable[uuid.UUID], *, using: str | None = None) -> l
 
 
 # --- The portable path ------------------------------------------------------------------------
+
+
+class PortableInserts:
+    """The portable path of ``backends.Inserts``: :func:`_insert_many` in one transaction."""
+
+    def insert(
+        self,
+        using: str,
+        jobs: list[NewJob],
+        results: list[EnqueueResult | None],
+        now: datetime,
+        settings: BackWaveSettings,
+        raise_refusals: bool,
+    ) -> list[Enqueued]:
+        for attempt in (1, 2, 3):
+            try:
+                return atomic_retrying(
+                    using, lambda: _insert_many(jobs, list(results), now, settings, using, raise_refusals)
+                )
+            except IntegrityError:
+                # Another transaction committed one of these ids after we looked: look again.
+                if attempt == 3:
+                    raise
+        raise AssertionError("unreachable")
 
 
 @dataclass(slots=True)
@@ -320,95 +306,3 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
     }
     for queue in sorted(due_queues):
         notify(using, queue)
-
-
-# --- The PostgreSQL path: jobs without parents in one statement (see job_inserts) ------------------
-
-
-def _enqueue_without_parents(
-    using: str,
-    jobs: list[NewJob],
-    results: list[EnqueueResult | None],
-    now: datetime,
-    settings: BackWaveSettings,
-) -> list[Enqueued]:
-    """Insert jobs that have no parents in one statement (atomic by itself, so it needs no
-    transaction of its own and simply joins the caller's). A job id already stored, or repeated
-    earlier in the batch, is a DUPLICATE.
-
-    Outside the caller's transaction, jobs whose ids are all new go without ``ON CONFLICT``
-    (``job_inserts.ENQUEUE_NEW``); if one of them was stored before after all (the same
-    prepared job sent twice), that statement fails and changes nothing, and the batch is sent
-    again with it."""
-    statement, params, first = insert_statement(
-        jobs, results, now, settings, new_ids_allowed=own_transaction(using)
-    )
-    if not first:
-        return enqueued_entries(jobs, results, first, [])
-    try:
-        rows = fetch_bound(using, statement, params, jobs=len(first))
-    except IntegrityError:
-        checked = with_on_conflict(statement)
-        if checked is None:
-            raise
-        statement = checked
-        rows = fetch_bound(using, statement, params, jobs=len(first))
-    return enqueued_entries(jobs, results, first, stored_ids(statement, first, rows))
-
-
-def _enqueue_unique(
-    using: str,
-    jobs: list[NewJob],
-    results: list[EnqueueResult | None],
-    now: datetime,
-    settings: BackWaveSettings,
-) -> list[Enqueued]:
-    """Jobs without parents, some of them unique: lock their keys, look up the keys' holders and
-    the ids that exist (a statement of its own, after the lock), judge the batch
-    (``uniqueness.judge_unique``), then insert the rest as :func:`_enqueue_without_parents` does.
-
-    In a transaction of its own this takes two round trips: BEGIN, the lock and the look-up in
-    one flight, then the insert and COMMIT in another. Inside the caller's transaction the same
-    statements run one by one under a savepoint."""
-    wanted = wanted_keys(jobs, results)
-    look_up = {
-        "keys": list(wanted),
-        "job_ids": [j.job_id for j, r in zip(jobs, results, strict=True) if r is None and j.unique],
-    }
-
-    def judged(rows: list[Any]) -> tuple[list[EnqueueResult | None], list[uuid.UUID]]:
-        decided = list(results)
-        return decided, judge_unique(jobs, decided, wanted, rows, now)
-
-    def in_callers_transaction() -> list[Enqueued]:
-        with server_cursor(using) as cursor:
-            cursor.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
-            cursor.execute(LOOK_UP_UNIQUE, look_up)
-            decided, stands_for = judged(cursor.fetchall())
-        enqueued = _enqueue_without_parents(using, jobs, decided, now, settings)
-        return _standing_for(enqueued, stands_for)
-
-    def own() -> list[Enqueued]:
-        with pipelined_transaction(using, jobs=len(jobs)) as (pipeline, cursor):
-            control, locking, looking, inserting = cursor(), cursor(), cursor(), cursor()
-            with pipeline():
-                control.execute("BEGIN")
-                locking.execute(LOCK_UNIQUE_KEYS, lock_params(wanted))
-                looking.execute(LOOK_UP_UNIQUE, look_up)
-            decided, stands_for = judged(looking.fetchall())
-            statement, params, first = insert_statement(jobs, decided, now, settings)
-            with pipeline():
-                if first:
-                    inserting.execute(statement, params)
-                control.execute("COMMIT")
-            rows = inserting.fetchall() if first else []
-        entries = enqueued_entries(jobs, decided, first, stored_ids(statement, first, rows))
-        return _standing_for(entries, stands_for)
-
-    if own_transaction(using):
-        return retrying(own)
-    return atomic_retrying(using, in_callers_transaction)
-
-
-def _standing_for(enqueued: list[Enqueued], stands_for: list[uuid.UUID]) -> list[Enqueued]:
-    return [Enqueued(e.result, job_id) for e, job_id in zip(enqueued, stands_for, strict=True)]

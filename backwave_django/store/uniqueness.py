@@ -25,21 +25,14 @@ from ..core.outcomes import NewJob
 from ..core.states import EnqueueResult
 from ..core.unique import UniqueKey
 from ..models import JobRecord, UniqueKeyLock
-from ._schema import JOBS
+from .postgres.statements import statement
 
-#: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
-UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
-#: Take the advisory locks of unique keys (their ``unique_lock_key``), in key order.
-LOCK_UNIQUE_KEYS = f"""SELECT count(pg_advisory_xact_lock({UNIQUE_LOCK_CLASS}, key))
-FROM unnest(%(unique_keys)s::int[]) AS key"""
-
-#: After :data:`LOCK_UNIQUE_KEYS`, as a statement of its own (so that its snapshot sees every job
-#: committed by the key's previous holder of the lock): the jobs that hold these keys, in the
+#: Take the advisory locks of unique keys (their ``unique_lock_key``), in key order
+#: (``store/postgres/sql/uniqueness.sql``).
+LOCK_UNIQUE_KEYS = statement("LOCK_UNIQUE_KEYS")
+#: After :data:`LOCK_UNIQUE_KEYS`, as a statement of its own: the jobs that hold these keys, in the
 #: order :func:`first_holders` reads them, and those of these ids that already exist.
-LOOK_UP_UNIQUE = f"""SELECT unique_key, job_id, state, enqueued_at
-FROM {JOBS}
-WHERE unique_key = ANY(%(keys)s::text[]) OR job_id = ANY(%(job_ids)s::uuid[])
-ORDER BY unique_key, enqueued_at, sequence"""
+LOOK_UP_UNIQUE = statement("LOOK_UP_UNIQUE")
 
 #: A row of :data:`LOOK_UP_UNIQUE`: unique key, job id, state, enqueued at.
 Row = tuple[str | None, uuid.UUID, int, datetime]

@@ -18,6 +18,7 @@ from django.db import connections
 
 from .. import store
 from ..poolers import announces_other_process
+from ..store import own_connection_params
 
 logger = logging.getLogger("backwave_django.worker")
 
@@ -61,9 +62,7 @@ class HintListener:
     def _run(self) -> None:
         import psycopg
 
-        params = connections[self.using].get_connection_params()
-        for key in ("cursor_factory", "context", "server_side_binding", "prepare_threshold"):
-            params.pop(key, None)
+        params = own_connection_params(self.using)
         warned = False
         while not self.stopping.is_set():
             try:

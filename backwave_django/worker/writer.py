@@ -17,6 +17,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from .. import clock, signals, store
 from ..core.outcomes import Failure, Snoozed, Success, outcome_effect
 from ..core.states import OutcomeResult
+from ..store import connect
 from .execution import Finished, Running
 
 logger = logging.getLogger("backwave_django.worker")
@@ -67,7 +68,7 @@ class OutcomeWriter:
         the first outcome write does not wait for it. Whatever stops it is left to that write,
         which meets it again and reports it to the pump like any failed write."""
         with contextlib.suppress(Exception):
-            connections[self.using].ensure_connection()
+            connect(self.using)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from backwave_django import DependencyMode, EnqueueResult, store
 from backwave_django.core.outcomes import NewJob
 from backwave_django.models import JobRecord, JobTag, JobTransition
-from backwave_django.store import enqueueing
 
-from ..conftest import T0
+from ..conftest import T0, force_portable
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -88,7 +87,7 @@ def _stored(ids: list[uuid.UUID]) -> list[tuple[Any, ...] | None]:
 def test_the_statement_path_stores_what_the_orm_path_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     fast_ids = [uuid.uuid4() for _ in range(4)]
     fast = store.enqueue_many(_batch(fast_ids), now=T0)
-    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    force_portable(monkeypatch)
     orm_ids = [uuid.uuid4() for _ in range(4)]
     portable = store.enqueue_many(_batch(orm_ids), now=T0)
     assert fast == portable == [
@@ -102,6 +101,7 @@ def test_the_statement_path_stores_what_the_orm_path_stores(monkeypatch: pytest.
     assert _stored(fast_ids)[2] is None
 
 
+@pytest.mark.fast_path
 def test_a_batch_without_parents_is_one_statement() -> None:
     jobs = [
         NewJob(job_id=uuid.uuid4(), wire_name="w", payload={"n": n}, due_time=T0, tags=("t",))
@@ -116,6 +116,7 @@ def test_a_batch_without_parents_is_one_statement() -> None:
     assert JobTag.objects.count() == 500
 
 
+@pytest.mark.fast_path
 @pytest.mark.parametrize("size", [1, 3])
 def test_jobs_without_tags_go_without_the_tags_insert_and_jobs_with_them_keep_it(size: int) -> None:
     def batch(tagged: bool) -> list[NewJob]:
@@ -175,7 +176,7 @@ def test_jobs_sharing_all_columns_but_one_each_keep_their_own(monkeypatch: pytes
         assert row is not None
         assert {c for c in COLUMNS if row[0][c] != first[0][c]} == {differs}
     assert stored[-1] == first
-    monkeypatch.setattr(enqueueing, "uses_postgres_statements", lambda using: False)
+    force_portable(monkeypatch)
     orm_ids = [uuid.uuid4() for _ in range(12)]
     store.enqueue_many(_one_column_apart(orm_ids), now=T0)
     assert _stored(orm_ids) == stored

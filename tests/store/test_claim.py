@@ -151,12 +151,13 @@ def test_claim_refuses_malformed_arguments():
 
 
 @pytest.mark.postgres
+@pytest.mark.fast_path
 def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
     """The claim statement walks the claim index one priority at a time with ``due_time`` in the
     index condition, so future jobs (here 500 urgent ones) are never visited."""
     from django.db import connection, transaction
 
-    from backwave_django.store import claims
+    from backwave_django.store.postgres import claims
 
     for _ in range(500):
         enqueue(priority=50, due_time=T0 + timedelta(days=1))

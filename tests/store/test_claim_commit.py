@@ -41,6 +41,7 @@ def _setting() -> str:
         return value
 
 
+@pytest.mark.fast_path
 def test_a_claim_of_its_own_commits_asynchronously_and_the_setting_ends_with_it() -> None:
     before = _setting()
     enqueue()

@@ -22,11 +22,13 @@ from backwave_django import JobState, store
 from backwave_django.core.outcomes import OutcomeReport, Success
 from backwave_django.core.states import OutcomeResult
 from backwave_django.models import JobRecord
-from backwave_django.store._tx import QUEUE_LOCK_CLASS, queue_key
+from backwave_django.store import backends
+from backwave_django.store._schema import QUEUE_LOCK_CLASS
+from backwave_django.store.postgres.queues import queue_key
 
 from ..conftest import LEASE, T0, WORKER, enqueue, row
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
 
 def _claim(queues: list[str], max_jobs: int = 32, now: Any = T0) -> list[Any]:
@@ -129,9 +131,7 @@ def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> Non
     )
     try:
         # An operator change in progress holds the queue's lock exclusively.
-        blocker.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)", (QUEUE_LOCK_CLASS, queue_key("a"))
-        )
+        blocker.execute("SELECT pg_advisory_xact_lock(%s, %s)", (QUEUE_LOCK_CLASS, queue_key("a")))
         with pytest.raises(OperationalError, match="lock"):
             _claim(["a"])
         assert _idle()
@@ -209,6 +209,7 @@ def test_on_psycopg2_the_store_takes_the_orm_path_and_workers_poll(monkeypatch: 
     from backwave_django.worker.hints import HintListener
 
     monkeypatch.setattr(psycopg_any, "is_psycopg3", False)
+    monkeypatch.setattr(backends, "CHOSEN", {})  # chosen again, on psycopg2
     job = enqueue(queue="a")
     claimed: list[Any] = []
     statements = _statements(lambda: claimed.extend(_claim(["a"])))

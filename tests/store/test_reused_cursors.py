@@ -11,11 +11,16 @@ from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
 from backwave_django import store
-from backwave_django.store._tx import BOUND_SLOT, fetch_bound, pipelined_transaction, reused_cursor
+from backwave_django.store.postgres.connection import (
+    BOUND_SLOT,
+    fetch_bound,
+    pipelined_transaction,
+    reused_cursor,
+)
 
 from ..conftest import LEASE, T0, WORKER, enqueue
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
 USING = "default"
 
@@ -33,17 +38,17 @@ def test_statements_reuse_one_cursor_per_connection_and_a_new_connection_gets_ne
 
 
 def test_a_pipelined_transaction_hands_out_a_different_cursor_each_call_never_the_bound_one() -> None:
-    with pipelined_transaction(USING, jobs=1) as (pipeline, cursor):
-        handed = [cursor(), cursor(), cursor()]
-        with pipeline():
+    with pipelined_transaction(USING, jobs=1) as tx:
+        handed = [tx.cursor(), tx.cursor(), tx.cursor()]
+        with tx.round_trip():
             for index, each in enumerate(handed):
                 each.execute("SELECT %(x)s::int", {"x": index})
         # A statement between the pipeline's and its fetches leaves their results alone.
         assert fetch_bound(USING, "SELECT 42", {}, jobs=1) == [(42,)]
         assert [each.fetchall() for each in handed] == [[(0,)], [(1,)], [(2,)]]
     assert len({id(each) for each in handed} | {id(reused_cursor(connection, BOUND_SLOT))}) == 4
-    with pipelined_transaction(USING, jobs=1) as (_, cursor):
-        assert cursor() is handed[0]  # the next transaction reuses them
+    with pipelined_transaction(USING, jobs=1) as tx:
+        assert tx.cursor() is handed[0]  # the next transaction reuses them
 
 
 def test_a_statement_or_transaction_about_a_batch_lets_its_cursors_go() -> None:
@@ -53,12 +58,12 @@ def test_a_statement_or_transaction_about_a_batch_lets_its_cursors_go() -> None:
     kept = reused_cursor(connection, BOUND_SLOT)
     assert fetch_bound(USING, "SELECT length(%(big)s)", {"big": big}, jobs=1000) == [(100_000,)]
     assert reused_cursor(connection, BOUND_SLOT) is not kept  # let go after the batch
-    with pipelined_transaction(USING, jobs=1) as (_, cursor):
-        single = [cursor(), cursor()]
-    with pipelined_transaction(USING, jobs=32) as (_, cursor):
-        assert [cursor(), cursor()] == single  # the kept ones, run again...
-    with pipelined_transaction(USING, jobs=1) as (_, cursor):
-        again = [cursor(), cursor()]
+    with pipelined_transaction(USING, jobs=1) as tx:
+        single = [tx.cursor(), tx.cursor()]
+    with pipelined_transaction(USING, jobs=32) as tx:
+        assert [tx.cursor(), tx.cursor()] == single  # the kept ones, run again...
+    with pipelined_transaction(USING, jobs=1) as tx:
+        again = [tx.cursor(), tx.cursor()]
     assert not {id(c) for c in again} & {id(c) for c in single}  # ...and let go after the batch
     # A failed statement lets its batch go too.
     batch = reused_cursor(connection, BOUND_SLOT)

@@ -7,6 +7,7 @@ from backwave_django import CatchUp, JobState, ScheduleSpec, TriggerScheduleResu
 from backwave_django.conf import get_settings
 from backwave_django.core.planner import instance_id
 from backwave_django.models import JobRecord, OperatorAudit, RecurringSchedule
+from backwave_django.store import schedules as store_schedules
 from backwave_django.store._tx import atomic_retrying
 from backwave_django.store.schedules import _apply_mint
 
@@ -189,7 +190,9 @@ def test_pruning_removes_only_settings_declared_schedules_no_longer_declared():
     assert sorted(RecurringSchedule.objects.values_list("schedule_id", flat=True)) == ["kept", "made-in-code"]
 
 
-def test_a_poisoned_schedule_is_logged_once(caplog):
+def test_a_poisoned_schedule_is_logged_once(caplog, monkeypatch):
+    # Once per process: start from a process that has logged none (the suite runs this test twice).
+    monkeypatch.setattr(store_schedules, "_reported_schedule_errors", set())
     store.upsert_schedule(_spec(schedule_id="poisoned"), now=T0)
     RecurringSchedule.objects.update(cron="not a cron")
     with caplog.at_level("ERROR", logger="backwave_django.store"):

@@ -21,15 +21,17 @@ from typing import Any
 from backwave_django import store
 from backwave_django.core.outcomes import OutcomeReport
 from backwave_django.core.states import OutcomeResult
-from backwave_django.store import outcomes as store_outcomes
+from backwave_django.store.postgres import outcomes as store_outcomes
 
 from .apps import DUPLICATE_DELIVERY_ENV
 
 #: Chance that a worker sends an outcome batch twice (the runner's --duplicate-delivery).
 DUPLICATE_DELIVERY_P = 0.1
 SABOTAGES = ("fence",)
-#: The fence of store.outcomes.REPORT: Leased, same owner and attempt, lease still live.
-_FENCE = re.compile(r"\(j\.state = 2 AND j\.lease_owner = i\.worker_id AND j\.attempt = i\.attempt\s+AND j\.lease_expiry > %\(now\)s\)")
+#: The fence of store.postgres.outcomes.REPORT: Leased, same owner and attempt, lease still live.
+_FENCE = re.compile(
+    r"\(j\.state = 2 AND j\.lease_owner = i\.worker_id AND j\.attempt = i\.attempt\s+AND j\.lease_expiry > %\(now\)s\)"
+)
 
 
 class SabotageError(RuntimeError):
@@ -48,7 +50,7 @@ def install(*, sabotage: str) -> None:
 def disable_fence() -> None:
     sql = store_outcomes.REPORT
     if not _FENCE.search(sql):
-        raise SabotageError("store.outcomes.REPORT no longer contains the expected fence predicate")
+        raise SabotageError("store.postgres.outcomes.REPORT no longer contains the expected fence predicate")
     store_outcomes.REPORT = _FENCE.sub("TRUE", sql)
 
 

@@ -1,0 +1,102 @@
+-- The claim: leasing due jobs of one queue to a worker (store/postgres/claims.py runs them).
+
+-- name: CLAIM
+-- Lease up to %(take)s due jobs of one queue, log the claims, trim logs over the cap, and return
+-- the claimed jobs with their tags.
+--
+-- The batch size (gate) is worked out here: nothing from a paused queue, and nothing when a queue
+-- in %(through)s (this one or an earlier one of the same claim) has a concurrency limit: such
+-- queues are served on the exact path, whose caller passes empty %(before)s and %(through)s
+-- because it has gated the claim itself. What earlier queues of the same transaction leased (rows
+-- whose version this transaction wrote: xmin) is taken off %(take)s.
+--
+-- Order: priority (highest first), then due time, then sequence. The claim index holds
+-- (queue, priority DESC, due_time, sequence), and the statement walks it one priority at a time
+-- (priorities, a loose index scan: one probe per priority in use), taking the due jobs of each by
+-- a range scan that stops at the first job not yet due. So jobs due later, at any priority, are
+-- never read, and SKIP LOCKED skips rows other claimers hold before LIMIT counts, as a single
+-- range scan would. The walk stops as soon as the batch is full.
+--
+-- ANY(ARRAY(...)) rather than a join, here and below: a prepared statement's generic plan guesses
+-- the LIMIT at a tenth of the table and would hash-join a full scan; an array probes the primary
+-- key. tests/store/test_plans.py pins the plan.
+WITH RECURSIVE gate AS (
+    SELECT CASE
+        WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
+        WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
+        ELSE greatest(%(take)s - (
+            SELECT count(*) FROM {jobs} AS e
+            WHERE e.state = {LEASED} AND e.queue = ANY(%(before)s) AND e.lease_expiry = %(expiry)s
+              AND e.lease_owner = %(worker)s AND e.xmin = pg_current_xact_id_if_assigned()::xid
+        ), 0)
+    END AS take
+    FROM {queues} AS s WHERE s.queue = ANY(%(through)s)
+), priorities AS (
+    (SELECT priority FROM {jobs}
+     WHERE queue = %(queue)s AND state = {SCHEDULED}
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM {jobs} AS j
+            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities AS p
+    WHERE p.priority IS NOT NULL
+), picked AS (
+    SELECT due.sequence
+    FROM priorities AS p
+    CROSS JOIN LATERAL (
+        SELECT j.sequence FROM {jobs} AS j
+        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority = p.priority
+          AND j.due_time <= %(now)s
+        ORDER BY j.due_time, j.sequence
+        LIMIT (SELECT take FROM gate)
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+    WHERE p.priority IS NOT NULL
+    LIMIT (SELECT take FROM gate)
+), leased AS (
+    UPDATE {jobs} AS j
+    SET state = {LEASED}, attempt = j.attempt + 1, lease_owner = %(worker)s, lease_expiry = %(expiry)s,
+        next_ordinal = j.next_ordinal + 1
+    WHERE j.sequence = ANY(ARRAY(SELECT sequence FROM picked))
+    RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time, j.priority,
+              j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout,
+              j.trace_context
+), logged AS (
+    INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
+    SELECT sequence, ordinal, %(now)s, {LEASED}, attempt, NULL, %(worker)s FROM leased WHERE %(history)s
+), trimmed AS (
+    DELETE FROM {transitions} AS t
+    USING (SELECT sequence, ordinal FROM leased WHERE ordinal >= %(cap)s) AS l
+    WHERE %(history)s AND t.job_id = l.sequence AND t.ordinal <= l.ordinal - %(cap)s
+      AND t.job_id = ANY(ARRAY(SELECT sequence FROM leased WHERE ordinal >= %(cap)s))
+)
+SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
+       (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {tags} AS t
+        WHERE t.job_id = l.sequence),
+       l.cancel_requested, l.max_attempts, l.backoff, l.timeout, l.trace_context
+FROM leased AS l
+ORDER BY l.priority DESC, l.due_time, l.sequence
+
+-- name: READ_QUEUE_SETTINGS
+-- The served queues' settings (paused, concurrency limit), read after their shared locks
+-- (LOCK_QUEUES_SHARED, in the same round trip) so that the snapshot follows the locks.
+SELECT queue, paused, concurrency_limit FROM {queues} WHERE queue = ANY(%(queues)s)
+
+-- name: CLAIM_OWN_SETTINGS
+-- What a claim that is its own transaction sets for that transaction only: its commit does not
+-- wait for the WAL flush, and CLAIM runs on its generic plan (docs/performance.md, "The claim's
+-- plan"; store/postgres/claims.py says why each is safe). Two statements.
+SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan;
+
+-- name: PIPELINED_OPEN
+-- The first statement of a pipelined claim: the asynchronous commit, the generic plan, the queues'
+-- shared locks (as LOCK_QUEUES_SHARED takes them), and which of the queues are limited (read
+-- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
+-- path; the claim statements' own, later reads decide).
+SELECT set_config('synchronous_commit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true),
+       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+        FROM unnest(%(queue_keys)s::int[]) AS key),
+       ARRAY(SELECT queue FROM {queues}
+             WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused)
