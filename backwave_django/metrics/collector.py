@@ -61,6 +61,14 @@ def families(counts: Counts) -> Iterator[GaugeMetricFamily]:
         lag.add_metric([position.observer_id], position.lag_seconds)
     yield behind
     yield lag
+    if counts.horizon is not None:  # PostgreSQL only: elsewhere neither family is served
+        horizon_age = _family(names.DATABASE_HORIZON_AGE)
+        if counts.horizon.age_seconds is not None:
+            horizon_age.add_metric([], counts.horizon.age_seconds)
+        yield horizon_age
+        horizon_transactions = _family(names.DATABASE_HORIZON_AGE_TRANSACTIONS)
+        horizon_transactions.add_metric([], counts.horizon.age_transactions)
+        yield horizon_transactions
     read_at = _family(names.COUNTS_READ_AT)
     read_at.add_metric([], counts.read_at.timestamp())
     yield read_at

@@ -56,6 +56,20 @@ OBSERVER_LAG = MetricSpec(
     ("observer",),
     "Age of the oldest transition-log entry the observer has not passed; 0 when it is caught up.",
 )
+DATABASE_HORIZON_AGE = MetricSpec(
+    "backwave_database_horizon_age_seconds",
+    "gauge",
+    (),
+    "PostgreSQL: how long the oldest transaction or snapshot holding back vacuum of the job "
+    "tables has been open; 0 when none does, no sample when the oldest is a replication slot.",
+)
+DATABASE_HORIZON_AGE_TRANSACTIONS = MetricSpec(
+    "backwave_database_horizon_age_transactions",
+    "gauge",
+    (),
+    "PostgreSQL: how many transactions old the oldest horizon holder (session, prepared "
+    "transaction or replication slot) of the jobs database is; 0 when none holds one.",
+)
 COUNTS_READ_AT = MetricSpec(
     "backwave_counts_read_timestamp_seconds",
     "gauge",
@@ -107,7 +121,7 @@ WORKER_SLOTS = MetricSpec(
 
 #: From the periodic count.
 COUNT_METRICS = (JOBS, JOBS_ENDED, QUEUE_OLDEST_DUE_AGE, WORKERS_LIVE, OBSERVER_POSITIONS_BEHIND,
-                 OBSERVER_LAG, COUNTS_READ_AT)
+                 OBSERVER_LAG, DATABASE_HORIZON_AGE, DATABASE_HORIZON_AGE_TRANSACTIONS, COUNTS_READ_AT)
 #: From a worker process.
 WORKER_METRICS = (JOB_OUTCOMES, JOB_TIMEOUTS, JOB_RUN, JOB_START_LATENCY, WORKER_UP,
                   WORKER_LAST_HEARTBEAT, WORKER_RUNNING, WORKER_SLOTS)

@@ -17,7 +17,9 @@ retained rows (``metrics.counts.CountCache`` reads it at most once per
 - the oldest due job per queue is the dashboard's read (:func:`.dashboard.queue_latency`), over
   the Scheduled partial index;
 - workers and observers are small tables; each observer's lag is one lookup through the
-  transition log's position index.
+  transition log's position index;
+- the horizon (PostgreSQL): one statement over the catalogs for the oldest transaction or
+  snapshot holding back vacuum of the job tables (:func:`.horizon.read_horizon`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..core.states import JobState
 from ..database import jobs_database
 from ..models import JobRecord, JobTransition, LogSequencer, Observer, WorkerNode
 from .dashboard import queue_latency, worker_stale_after
+from .horizon import Horizon, read_horizon
 
 #: The job table, as the statements below name it.
 JOBS = JobRecord._meta.db_table
@@ -72,6 +75,8 @@ class Counts:
     oldest_due: tuple[tuple[str, float], ...]
     live_workers: int
     observers: tuple[ObserverPosition, ...]
+    #: What holds back the jobs database's vacuum horizon; None off PostgreSQL.
+    horizon: Horizon | None = None
 
 
 def read_counts(*, now: datetime) -> Counts:
@@ -88,6 +93,7 @@ def read_counts(*, now: datetime) -> Counts:
         .filter(last_seen_at__gte=now - worker_stale_after())
         .count(),
         observers=_observer_positions(using, now),
+        horizon=read_horizon(using),
     )
 
 
