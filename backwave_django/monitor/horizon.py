@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connections
+from django.db import connections, transaction
 
 #: The holder kinds, as :attr:`HorizonHolder.kind` reads.
 SESSION = "session"
@@ -34,8 +34,10 @@ PREPARED_TRANSACTION = "prepared_transaction"
 REPLICATION_SLOT = "replication_slot"
 
 #: The worst holder of the current database's horizon (PostgreSQL), or no row when none holds.
-#: ``clock_timestamp()``, not ``now()``: the reading may run inside a transaction older than the
-#: holder it measures.
+#: Its age is measured on the database server's clock, the one ``xact_start`` and ``prepared``
+#: were stamped by (no clock of this process is read, and no skew between the two enters);
+#: ``clock_timestamp()``, not ``now()``, as the reading may run inside a transaction older than
+#: the holder it measures.
 OLDEST_HORIZON_HOLDER = f"""
 WITH holders AS (
     SELECT '{SESSION}' AS kind, pid, coalesce(application_name, '') AS application_name,
@@ -111,9 +113,8 @@ def read_horizon(using: str) -> Horizon | None:
     """The horizon of database ``using``: one catalog statement on PostgreSQL, None elsewhere."""
     if connections[using].vendor != "postgresql":
         return None
-    database = connections[using]
-    with database.cursor() as cursor:
-        if database.in_atomic_block:
+    with connections[using].cursor() as cursor:
+        if not transaction.get_autocommit(using=using):
             # PostgreSQL keeps the sessions it showed a transaction until that transaction ends.
             cursor.execute(FORGET_SESSIONS_SEEN)
         cursor.execute(OLDEST_HORIZON_HOLDER)
