@@ -24,6 +24,7 @@ describes each read, its ordering and its cost at scale.
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
   completion over labels, keys and values);
 - :mod:`.counts`: :func:`read_counts`, the counts behind the metrics' gauges;
+- :mod:`.horizon`: :func:`read_horizon`, what holds back vacuum of the job tables (PostgreSQL);
 - :mod:`.workflows`: :func:`workflow_status`, :func:`workflow_graph`, :func:`list_workflows`,
   :func:`member_counts` and the console's workflow page (:func:`workflow_header`,
   :func:`workflow_members`);
@@ -100,6 +101,7 @@ from .history import (
     transition_logs,
     with_last_failure,
 )
+from .horizon import Horizon, HorizonHolder, read_horizon
 from .jobs import (
     MAX_PAGE,
     HasKey,
@@ -182,6 +184,8 @@ __all__ = [
     "HasKeyValue",
     "HasLabel",
     "HistoryEntry",
+    "Horizon",
+    "HorizonHolder",
     "JobContent",
     "JobQuery",
     "JobSnapshot",
@@ -254,6 +258,7 @@ __all__ = [
     "queue_use",
     "queues_in_use",
     "read_counts",
+    "read_horizon",
     "recent_dead_letters",
     "resolve_job",
     "running_by_worker",
