@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from backwave_django.core.states import JobState
 from backwave_django.models import JobRecord
@@ -82,6 +83,8 @@ def test_a_worker_serves_its_outcome_counters_histograms_and_health(workers):  #
     assert (value(found, "backwave_worker_last_heartbeat_timestamp_seconds") or 0) > 0
     assert value(found, "backwave_workers_live") == 1  # the count gauges are served too
     assert value(found, "backwave_jobs_ended", state="succeeded") is not None
+    if connection.vendor == "postgresql":  # the horizon gauges too
+        assert value(found, "backwave_database_horizon_age_transactions") is not None
 
     status, body = _get(port, "/healthz")
     assert (status, body.startswith("ok")) == (200, True), body
