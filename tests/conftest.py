@@ -42,6 +42,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def job_statistics_restored(db: None) -> Iterator[None]:
+    """For a test that ``ANALYZE``s a job table it filled: afterwards, on PostgreSQL, the table's
+    statistics are gathered again from an empty table. ``ANALYZE`` writes ``pg_class.reltuples``
+    in place, so the test's rollback does not undo it, and a later test of the console (whose
+    unfiltered job list pages by that estimate above ``admin/job_list.py``'s ``COUNT_CAP``) would
+    see the thousands of rows this one made. The rows are deleted inside the test's transaction,
+    which still rolls back; only the statistics stay, as they were before."""
+    yield
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM backwave_django_jobrecord")
+            cursor.execute("ANALYZE backwave_django_jobrecord")
+
+
+@pytest.fixture
 def pgbouncer() -> Iterator[PgBouncer]:
     """A PgBouncer of this test's own, in transaction mode, running in front of the test PostgreSQL
     (tests/pgbouncer.py). Skipped loudly without the binary; a failure under CI=true."""

@@ -509,6 +509,7 @@ def test_the_detail_page_reads_the_job_once_so_buttons_and_facts_agree(client, l
     assert (facts.group(1), 'data-testid="bw-cancel"' in html) == ("Scheduled", True)
 
 
+@pytest.mark.usefixtures("job_statistics_restored")
 def test_the_failure_tabs_page_through_their_own_partial_index(vendor, client, login):
     """Newest first among Dead-Lettered jobs reads ``backwave_job_failures``: no sort, no table walk."""
     from django.contrib import admin

@@ -209,6 +209,7 @@ def test_the_retrying_view_never_counts_the_whole_table(client, login, jobs):
     assert not any("jobtransition" in sql for sql in counts), counts
 
 
+@pytest.mark.usefixtures("job_statistics_restored")
 def test_the_retrying_view_pages_along_the_claim_index(vendor, client, login):
     """Scheduled jobs are the partial index ``backwave_job_claim_priority``: the view never walks the table."""
     from django.contrib import admin

@@ -152,6 +152,7 @@ def test_claim_refuses_malformed_arguments():
 
 @pytest.mark.postgres
 @pytest.mark.fast_path
+@pytest.mark.usefixtures("job_statistics_restored")
 def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
     """The claim statement walks the claim index one priority at a time with ``due_time`` in the
     index condition, so future jobs (here 500 urgent ones) are never visited."""

@@ -29,7 +29,12 @@ from backwave_django.store.uniqueness import LOOK_UP_UNIQUE
 
 from ..conftest import LEASE, T0, WORKER, enqueue, lease, new_job, report
 
-pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.fast_path,
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("job_statistics_restored"),
+]
 
 JOBS = "backwave_django_jobrecord"
 FINISHED = 3000
