@@ -31,3 +31,33 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return text
     return encoded[: max(max_bytes, 0)].decode(errors="ignore")
+
+
+#: The types that come back from ``json.loads`` as themselves (a subclass comes back as its base).
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def plain_json(value: Any) -> bool:
+    """Whether ``value``, which :func:`json_bytes` encodes without error, comes back from
+    ``json.loads`` equal and of the same types: made only of ``str``, ``int``, ``float``,
+    ``bool``, None, lists and dicts with ``str`` keys, none of them a subclass.
+
+    The encoding refuses what else could differ (NaN and infinities, cycles, lone surrogates,
+    ints too long to print); False means "not known to": compare the decoded value to be sure.
+    """
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if kind is list:
+        # A loop, not all(...) over a generator, and scalar items checked here, not by a call: the
+        # check runs on every prepared job's payload.
+        for item in value:  # noqa: SIM110
+            if type(item) not in _PLAIN_SCALARS and not plain_json(item):
+                return False
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _PLAIN_SCALARS and not plain_json(item)):
+                return False
+        return True
+    return False
