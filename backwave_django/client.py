@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
@@ -176,6 +176,32 @@ class JobWithOptions(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """:meth:`enqueue` for ``async def`` code (see :func:`aenqueue_many`)."""
         return (await aenqueue_many([self.prepare(*args, **kwargs)]))[0]
+
+    def enqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """One job per dict of keyword arguments, prepared here and stored by :func:`enqueue_many`:
+        ``send_invoice.enqueue_many([{"order_id": 1}, {"order_id": 2}])``. Every call is prepared
+        (bound, checked, encoded) before anything is written; receipts come in input order."""
+        return enqueue_many(self._prepare_each(calls))
+
+    async def aenqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """:meth:`enqueue_many` for ``async def`` code (see :func:`aenqueue_many`)."""
+        return await aenqueue_many(self._prepare_each(calls))
+
+    def _prepare_each(self, calls: Iterable[Mapping[str, Any]]) -> list[NewJob]:
+        if isinstance(calls, Mapping | str | bytes) or not isinstance(calls, Iterable):
+            raise TypeError(
+                f"enqueue_many takes a list of dicts of keyword arguments, got {type(calls).__name__}"
+            )
+        prepare: Callable[..., NewJob] = self.prepare
+        prepared = []
+        for index, kwargs in enumerate(calls):
+            if not isinstance(kwargs, Mapping):
+                raise TypeError(f"enqueue_many takes dicts of keyword arguments; item {index} is {kwargs!r}")
+            try:
+                prepared.append(prepare(**kwargs))
+            except TypeError as exc:
+                raise TypeError(f"enqueue_many item {index}: {exc}") from None
+        return prepared
 
     def __repr__(self) -> str:
         return f"<JobWithOptions {self.definition.wire_name}: {self._template!r}>"

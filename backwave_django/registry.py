@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -206,6 +206,14 @@ class JobDefinition(Generic[P, R]):
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """A job ready for :func:`backwave_django.enqueue_many`."""
         return self._defaults.prepare(*args, **kwargs)
+
+    def enqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """Store one job per dict of keyword arguments, in batches; see ``client.py``."""
+        return self._defaults.enqueue_many(calls)
+
+    async def aenqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """:meth:`enqueue_many` for ``async def`` code."""
+        return await self._defaults.aenqueue_many(calls)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the handler inline (tests, shells); an ``async def`` handler is awaited to completion."""
