@@ -145,6 +145,10 @@ class JobWithOptions(Generic[P, R]):
         )
         # Its jobs' job_enqueued names the definition's class as its sender (see announce_enqueued).
         self._sender = type(definition)
+        if job_id is None and unique is None:
+            # What every job of these options shares beyond the checked fields: prepare() then
+            # copies in only the id and the payload (docs/performance.md, "Preparing a job").
+            self._template = copy_unchecked(self._template, id_is_new=True, _sender=self._sender)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """The job of this call, ready for :func:`enqueue_many`: its payload encoded and checked,
@@ -152,13 +156,15 @@ class JobWithOptions(Generic[P, R]):
         definition = self.definition
         payload, payload_json = definition.encode_stored(args, kwargs)
         key = self._job_id
+        unique = self._unique
+        if key is None and unique is None:  # the template carries the rest (see __init__)
+            return copy_unchecked(self._template, job_id=uuid7(), payload=payload, _payload_json=payload_json)
         if key is None:
             job_id = uuid7()
         elif isinstance(key, str):
             job_id = job_id_for_key(definition.wire_name, key)
         else:
             job_id = key
-        unique = self._unique
         return copy_unchecked(
             self._template,
             job_id=job_id,

@@ -7,14 +7,25 @@ from typing import Any
 
 #: One encoder for every call: ``json.dumps`` with options builds a new one each time.
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: The C encoder that ``_CANONICAL.encode`` builds for each call, built here with the same
+#: arguments minus the per-call Python work around it (0.6 µs of a 2.6 µs payload); None where
+#: the interpreter has no C accelerator (``_CANONICAL`` then encodes).
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_STR: Any = getattr(json.encoder, "c_encode_basestring", None)
 
 
 def json_bytes(value: Any) -> bytes:
     """The canonical stored form of a JSON value (compact, UTF-8, no ASCII escaping).
 
-    Raises ``TypeError`` when the value is not JSON-serializable.
+    Raises ``TypeError`` when the value is not JSON-serializable, ``ValueError`` for NaN, an
+    infinity or a cycle. ``tests/core/test_values.py`` holds it to ``_CANONICAL.encode``.
     """
-    return _CANONICAL.encode(value).encode()
+    if _MAKE_ENCODER is None or _ENCODE_STR is None:
+        return _CANONICAL.encode(value).encode()
+    # A new ``markers`` dict per call, as ``JSONEncoder.iterencode`` makes: it finds cycles, and
+    # an encoding that fails part-way leaves entries in it.
+    encode = _MAKE_ENCODER({}, _CANONICAL.default, _ENCODE_STR, None, ":", ",", False, False, False)
+    return "".join(encode(value, 0)).encode()
 
 
 def json_size(value: Any) -> int:
