@@ -1,4 +1,4 @@
-"""Byte accounting for JSON values and UTF-8 text; pure helpers shared by every layer."""
+"""The stored JSON of values, its byte accounting, and UTF-8 text; pure helpers shared by every layer."""
 
 from __future__ import annotations
 
