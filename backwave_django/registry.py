@@ -292,7 +292,7 @@ class JobDefinition(Generic[P, R]):
         args, kwargs = payload["args"], payload["kwargs"]
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise PayloadError("'args' must be a list and 'kwargs' an object")
-        if self.call_shape.binds(args, kwargs):
+        if (not args and not kwargs and self._binds_nothing) or self.call_shape.binds(args, kwargs):
             return args, kwargs
         try:
             self.signature.bind(*args, **kwargs)
