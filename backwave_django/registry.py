@@ -239,10 +239,10 @@ class JobDefinition(Generic[P, R]):
         """:meth:`encode`, with the payload's stored JSON: the payload is encoded once and checked
         by the types it holds (``core.encoding.plain_json``), else by reading that encoding back
         (an argument that fails the round trip is then named). Whether the call binds is decided
-        by :attr:`call_shape`; ``inspect.Signature.bind`` words the refusals."""
+        by ``_call_shape``; ``inspect.Signature.bind`` words the refusals."""
         if not args and not kwargs and self._binds_nothing:
             return {"args": [], "kwargs": {}}, _EMPTY_PAYLOAD_JSON
-        if not self.call_shape.binds(args, kwargs):
+        if not self._call_shape.binds(args, kwargs):
             self._bind(args, kwargs)  # raises, naming what does not bind
         payload = {"args": list(args), "kwargs": dict(kwargs)}
         try:
@@ -256,7 +256,7 @@ class JobDefinition(Generic[P, R]):
         return payload, encoded
 
     @cached_property
-    def call_shape(self) -> CallShape:
+    def _call_shape(self) -> CallShape:
         """Whether a call binds to :attr:`signature`, decided without binding it where it can be."""
         return CallShape(self.signature)
 
@@ -269,7 +269,7 @@ class JobDefinition(Generic[P, R]):
     @cached_property
     def _binds_nothing(self) -> bool:
         """Whether a call without arguments binds (every parameter optional)."""
-        return self.call_shape.binds((), {})
+        return self._call_shape.binds((), {})
 
     def _require_round_trips(self, arguments: dict[str, Any]) -> None:
         """Raise naming the first bound argument that is not JSON or does not survive a round trip."""
@@ -292,7 +292,7 @@ class JobDefinition(Generic[P, R]):
         args, kwargs = payload["args"], payload["kwargs"]
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise PayloadError("'args' must be a list and 'kwargs' an object")
-        if (not args and not kwargs and self._binds_nothing) or self.call_shape.binds(args, kwargs):
+        if (not args and not kwargs and self._binds_nothing) or self._call_shape.binds(args, kwargs):
             return args, kwargs
         try:
             self.signature.bind(*args, **kwargs)
