@@ -147,7 +147,8 @@ class JobWithOptions(Generic[P, R]):
         self._sender = type(definition)
         if job_id is None and unique is None:
             # What every job of these options shares beyond the checked fields: prepare() then
-            # copies in only the id and the payload (docs/performance.md, "Preparing a job").
+            # copies in only the id and the payload (docs/performance.md, "Keyword arguments: a
+            # `prepare()` that binds by sets").
             self._template = copy_unchecked(self._template, id_is_new=True, _sender=self._sender)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
