@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
@@ -145,6 +145,11 @@ class JobWithOptions(Generic[P, R]):
         )
         # Its jobs' job_enqueued names the definition's class as its sender (see announce_enqueued).
         self._sender = type(definition)
+        if job_id is None and unique is None:
+            # What every job of these options shares beyond the checked fields: prepare() then
+            # copies in only the id and the payload (docs/performance.md, "Keyword arguments: a
+            # `prepare()` that binds by sets").
+            self._template = copy_unchecked(self._template, id_is_new=True, _sender=self._sender)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """The job of this call, ready for :func:`enqueue_many`: its payload encoded and checked,
@@ -152,13 +157,15 @@ class JobWithOptions(Generic[P, R]):
         definition = self.definition
         payload, payload_json = definition.encode_stored(args, kwargs)
         key = self._job_id
+        unique = self._unique
+        if key is None and unique is None:  # the template carries the rest (see __init__)
+            return copy_unchecked(self._template, job_id=uuid7(), payload=payload, _payload_json=payload_json)
         if key is None:
             job_id = uuid7()
         elif isinstance(key, str):
             job_id = job_id_for_key(definition.wire_name, key)
         else:
             job_id = key
-        unique = self._unique
         return copy_unchecked(
             self._template,
             job_id=job_id,
@@ -176,6 +183,32 @@ class JobWithOptions(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:
         """:meth:`enqueue` for ``async def`` code (see :func:`aenqueue_many`)."""
         return (await aenqueue_many([self.prepare(*args, **kwargs)]))[0]
+
+    def enqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """One job per dict of keyword arguments, prepared here and stored by :func:`enqueue_many`:
+        ``send_invoice.enqueue_many([{"order_id": 1}, {"order_id": 2}])``. Every call is prepared
+        (bound, checked, encoded) before anything is written; receipts come in input order."""
+        return enqueue_many(self._prepare_each(calls))
+
+    async def aenqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """:meth:`enqueue_many` for ``async def`` code (see :func:`aenqueue_many`)."""
+        return await aenqueue_many(self._prepare_each(calls))
+
+    def _prepare_each(self, calls: Iterable[Mapping[str, Any]]) -> list[NewJob]:
+        if isinstance(calls, Mapping | str | bytes) or not isinstance(calls, Iterable):
+            raise TypeError(
+                f"enqueue_many takes a list of dicts of keyword arguments, got {type(calls).__name__}"
+            )
+        prepare: Callable[..., NewJob] = self.prepare
+        prepared = []
+        for index, kwargs in enumerate(calls):
+            if not isinstance(kwargs, Mapping):
+                raise TypeError(f"enqueue_many takes dicts of keyword arguments; item {index} is {kwargs!r}")
+            try:
+                prepared.append(prepare(**kwargs))
+            except TypeError as exc:
+                raise TypeError(f"enqueue_many item {index}: {exc}") from None
+        return prepared
 
     def __repr__(self) -> str:
         return f"<JobWithOptions {self.definition.wire_name}: {self._template!r}>"

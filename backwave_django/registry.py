@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, Protocol, 
 from django.core.exceptions import ImproperlyConfigured
 
 from .core import actors
+from .core.binding import CallShape
 from .core.callables import P, R
-from .core.encoding import json_bytes
+from .core.encoding import json_bytes, plain_json
 from .core.policy import JobPolicy, resolve_policy
 from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy, job_retry_policy
 from .core.states import DependencyMode
@@ -206,6 +207,14 @@ class JobDefinition(Generic[P, R]):
         """A job ready for :func:`backwave_django.enqueue_many`."""
         return self._defaults.prepare(*args, **kwargs)
 
+    def enqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """Store one job per dict of keyword arguments, in batches; see ``client.py``."""
+        return self._defaults.enqueue_many(calls)
+
+    async def aenqueue_many(self, calls: Iterable[Mapping[str, Any]]) -> list[EnqueueReceipt]:
+        """:meth:`enqueue_many` for ``async def`` code."""
+        return await self._defaults.aenqueue_many(calls)
+
     def call(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the handler inline (tests, shells); an ``async def`` handler is awaited to completion."""
         if self.takes_context:
@@ -227,33 +236,40 @@ class JobDefinition(Generic[P, R]):
         return self.encode_stored(args, kwargs)[0]
 
     def encode_stored(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """:meth:`encode`, with the payload's stored JSON: the payload is encoded once, and that
-        encoding, read back, is the round-trip check (an argument that fails it is then named)."""
+        """:meth:`encode`, with the payload's stored JSON: the payload is encoded once and checked
+        by the types it holds (``core.encoding.plain_json``), else by reading that encoding back
+        (an argument that fails the round trip is then named). Whether the call binds is decided
+        by ``_call_shape``; ``inspect.Signature.bind`` words the refusals."""
         if not args and not kwargs and self._binds_nothing:
             return {"args": [], "kwargs": {}}, _EMPTY_PAYLOAD_JSON
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.wire_name}: {exc}") from None
+        if not self._call_shape.binds(args, kwargs):
+            self._bind(args, kwargs)  # raises, naming what does not bind
         payload = {"args": list(args), "kwargs": dict(kwargs)}
         try:
             encoded = json_bytes(payload)
-            survives = _same_json(json.loads(encoded), payload)
+            survives = plain_json(payload) or _same_json(json.loads(encoded), payload)
         except (TypeError, ValueError):
             survives = False
         if not survives:
-            self._require_round_trips(bound.arguments)
+            self._require_round_trips(self._bind(args, kwargs).arguments)
             raise TypeError(f"the arguments of job {self.wire_name!r} do not survive a JSON round trip")
         return payload, encoded
 
     @cached_property
+    def _call_shape(self) -> CallShape:
+        """Whether a call binds to :attr:`signature`, decided without binding it where it can be."""
+        return CallShape(self.signature)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        try:
+            return self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.wire_name}: {exc}") from None
+
+    @cached_property
     def _binds_nothing(self) -> bool:
         """Whether a call without arguments binds (every parameter optional)."""
-        try:
-            self.signature.bind()
-        except TypeError:
-            return False
-        return True
+        return self._call_shape.binds((), {})
 
     def _require_round_trips(self, arguments: dict[str, Any]) -> None:
         """Raise naming the first bound argument that is not JSON or does not survive a round trip."""
@@ -276,7 +292,7 @@ class JobDefinition(Generic[P, R]):
         args, kwargs = payload["args"], payload["kwargs"]
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise PayloadError("'args' must be a list and 'kwargs' an object")
-        if not args and not kwargs and self._binds_nothing:
+        if (not args and not kwargs and self._binds_nothing) or self._call_shape.binds(args, kwargs):
             return args, kwargs
         try:
             self.signature.bind(*args, **kwargs)

@@ -1,8 +1,11 @@
+import re
+from typing import Any
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from backwave_django import JobContext, job
-from backwave_django.registry import NotRoutable, Routed, get, route, unregister
+from backwave_django.registry import JobDefinition, NotRoutable, Routed, get, route, unregister
 from tests.jobsapp import jobs
 
 
@@ -124,3 +127,73 @@ def test_context_collects_tags_and_cancel_requests():
         ctx.raise_if_cancelled()
     with pytest.raises(ValueError, match="value must be non-empty"):
         ctx.add_label("")
+
+
+def test_prepare_refuses_calls_that_do_not_bind_with_binds_own_words(throwaway):
+    """Calls that the per-definition shape refuses go to ``Signature.bind`` for the message;
+    calls it accepts store the call as given, defaults not applied."""
+    throwaway.extend(["shape.plain", "shape.positional-only", "shape.variadic"])
+
+    @job("shape.plain")
+    def plain(order_id: str, count: int = 1, *, note: str | None = None) -> None: ...
+
+    @job("shape.positional-only")
+    def positional_only(order_id: str, /, count: int = 1) -> None: ...
+
+    @job("shape.variadic")
+    def variadic(order_id: str, *args: int, **kwargs: str) -> None: ...
+
+    refused: list[tuple[JobDefinition[Any, Any], tuple[Any, ...], dict[str, Any], str]] = [
+        (plain, (), {}, "missing a required argument: 'order_id'"),
+        (plain, (), {"count": 2}, "missing a required argument: 'order_id'"),
+        (plain, ("o-1",), {"colour": "red"}, "unexpected keyword argument 'colour'"),
+        (plain, ("o-1", 2, "n"), {}, "too many positional arguments"),
+        (plain, ("o-1",), {"order_id": "o-2"}, "multiple values for argument 'order_id'"),
+        (positional_only, (), {"order_id": "o-1"}, "positional"),
+        (variadic, (), {"count": 1}, "missing a required argument: 'order_id'"),
+        (variadic, ("o-1",), {"order_id": "o-2"}, "multiple values for argument 'order_id'"),
+    ]
+    for definition, args, kwargs, words in refused:
+        with pytest.raises(TypeError) as expected:
+            definition.signature.bind(*args, **kwargs)
+        assert words in str(expected.value)
+        with pytest.raises(TypeError) as refusal:
+            definition.prepare(*args, **kwargs)
+        assert str(refusal.value) == f"{definition.wire_name}: {expected.value}"
+        with pytest.raises(TypeError, match=f"^{re.escape(definition.wire_name)}: "):
+            definition.using(priority=3).prepare(*args, **kwargs)
+        assert isinstance(route(definition.wire_name, {"args": list(args), "kwargs": kwargs}), NotRoutable)
+
+    accepted: list[tuple[JobDefinition[Any, Any], tuple[Any, ...], dict[str, Any]]] = [
+        (plain, ("o-1",), {}),
+        (plain, (), {"order_id": "o-1", "note": "n"}),
+        (plain, ("o-1", 2), {"note": None}),
+        (positional_only, ("o-1",), {"count": 2}),
+        (variadic, ("o-1", 1, 2), {"order_id_": "x", "count": "y"}),
+    ]
+    for definition, args, kwargs in accepted:
+        assert definition.prepare(*args, **kwargs).payload == {"args": list(args), "kwargs": kwargs}
+        assert isinstance(route(definition.wire_name, {"args": list(args), "kwargs": kwargs}), Routed)
+
+
+def test_prepare_stores_the_same_bytes_whichever_check_decides(throwaway):
+    """A plain payload is checked by its types, one with a ``str`` subclass as a key by reading it
+    back; both store the compact JSON of the call."""
+    throwaway.append("shape.bytes")
+
+    class Key(str):
+        pass
+
+    @job("shape.bytes")
+    def handler(order_id: str, count: int, amount: float, meta: dict[str, Any]) -> None: ...
+
+    plain = handler.prepare(order_id="o-1", count=3, amount=1.5, meta={"a": [1, None], "é": True})
+    assert plain.payload_json == (
+        b'{"args":[],"kwargs":{"order_id":"o-1","count":3,"amount":1.5,"meta":{"a":[1,null],"\xc3\xa9":true}}}'
+    )
+    subclass_key = handler.prepare("o-1", 3, 1.5, {Key("a"): 1})
+    assert subclass_key.payload_json == b'{"args":["o-1",3,1.5,{"a":1}],"kwargs":{}}'
+    with pytest.raises(TypeError, match=r"argument 'meta' of job 'shape\.bytes' does not survive"):
+        handler.prepare("o-1", 3, 1.5, meta={"a": (1,)})
+    with pytest.raises(TypeError, match=r"argument 'amount' of job 'shape\.bytes' is not JSON"):
+        handler.prepare("o-1", 3, amount=float("nan"), meta={})

@@ -1,3 +1,4 @@
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -86,3 +87,35 @@ def test_outcome_report_refuses_malformed_fields():
         OutcomeReport(job_id=uuid.uuid4(), worker_id="w", attempt=1, outcome=Success(), output={1, 2})
     with pytest.raises(ValueError, match="next_due_time must be timezone-aware"):
         Failure(next_due_time=datetime(2026, 1, 1), error="x")
+
+
+ENCODED: list[object] = [
+    None, True, 1, -2**70, 1.5, -0.0, "é\u2028\"\\\x00", [], {}, {"a": [1, {"b": None}], "é": "x"},
+    (1, 2), {1: "a", None: 2, 1.5: 3, False: 4},
+]  # fmt: skip
+REFUSED: list[object] = [float("nan"), [float("inf")], {"a": object()}, {1, 2}, b"x", 10**5000]
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_json_bytes_is_the_canonical_encoders_output_and_errors(
+    accelerated: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backwave_django.core import encoding
+
+    if not accelerated:
+        monkeypatch.setattr(encoding, "_MAKE_ENCODER", None)
+    cycle: list[object] = []
+    cycle.append(cycle)
+    for value in ENCODED:
+        assert encoding.json_bytes(value) == encoding._CANONICAL.encode(value).encode()
+    for value in [*REFUSED, cycle, "\ud800"]:
+        with pytest.raises((TypeError, ValueError)) as expected:
+            encoding._CANONICAL.encode(value).encode()
+        with pytest.raises(type(expected.value), match=f"^{re.escape(str(expected.value))}$"):
+            encoding.json_bytes(value)
+    # A failed encoding leaves nothing behind: the same list encodes once its bad item is gone.
+    shared = [1, {"a": object()}]
+    with pytest.raises(TypeError):
+        encoding.json_bytes(shared)
+    shared.pop()
+    assert encoding.json_bytes(shared) == b"[1]"
