@@ -366,7 +366,7 @@ def horizon(ctx: Context) -> dict[str, Any]:
             samples, holder, extra = _run_phases(ctx, conn, cluster, env, warmup_s)
             phases = []
             for (name, _), before, after in zip(
-                phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples, samples[1:], strict=True
+                phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples[:-1], samples[1:], strict=True
             ):
                 jobs = jobs_of_phase(conn, before.at, after.at)
                 phases.append(
