@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,8 @@ class Sample:
     transitions_bytes: int
     dead_tuples: int
     autovacuums: int
+    #: Calls so far per statement (its text, shortened), for the statements behind the count.
+    by_statement: dict[str, int] = field(default_factory=dict)
 
 
 def phase_plan(phase_s: float, hold_s: float) -> list[tuple[str, float]]:
@@ -104,6 +106,15 @@ def _per_job(value: float, jobs: int) -> float | None:
     return value / jobs if jobs else None
 
 
+def top_statements(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
+    """The statements called most in a phase, with their calls per completed job, most first."""
+    if not jobs:
+        return []
+    calls = {text: n - before.by_statement.get(text, 0) for text, n in after.by_statement.items()}
+    ranked = sorted(((n / jobs, text) for text, n in calls.items() if n > 0), reverse=True)
+    return [(text, per_job) for per_job, text in ranked[:top]]
+
+
 def phase_figures(
     name: str,
     before: Sample,
@@ -137,6 +148,7 @@ def phase_figures(
         "postgres_cpu_ms_per_job": _per_job(postgres_s * 1000, completed),
         "worker_cpu_ms_per_job": _per_job(worker_s * 1000, completed),
         "statements_per_job": _per_job(after.statements - before.statements, completed),
+        "top_statements_per_job": top_statements(before, after, completed),
         "table_bytes_per_job": _per_job(after.table_bytes - before.table_bytes, completed),
         "index_bytes_per_job": _per_job(after.index_bytes - before.index_bytes, completed),
         "transitions_bytes_per_job": _per_job(after.transitions_bytes - before.transitions_bytes, completed),
@@ -161,6 +173,10 @@ FROM (SELECT calls, total_exec_time, shared_blks_hit, query LIKE %s AND query LI
       FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         AND query NOT LIKE %s) s"""
+_BY_STATEMENT_SQL = f"""{MARK} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 100), sum(calls)
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE %s
+GROUP BY 1"""
 _SIZES_SQL = f"""{MARK} SELECT pg_relation_size('{T}'), pg_indexes_size('{T}'),
        coalesce(pg_relation_size(to_regclass('{CLAIM_INDEX}')), 0), pg_total_relation_size('{TRANSITIONS}'),
        coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = '{T}'), 0),
@@ -172,6 +188,7 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
     tick = os.sysconf("SC_CLK_TCK")
     statements = conn.execute(_STATEMENTS_SQL, [CLAIM_LIKE, f"%{T}%", f"%{MARK}%"]).fetchone()
     sizes = conn.execute(_SIZES_SQL).fetchone()
+    by_statement = {str(text): int(calls) for text, calls in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])}
     assert statements is not None
     assert sizes is not None
     return Sample(
@@ -188,6 +205,7 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
         transitions_bytes=int(sizes[3]),
         dead_tuples=int(sizes[4]),
         autovacuums=int(sizes[5]),
+        by_statement=by_statement,
     )
 
 
@@ -461,3 +479,13 @@ def ratio(result: dict[str, Any], key: str) -> float | None:
     by_name = {phase["phase"]: phase for phase in result["phases"]}
     clean, held = by_name.get("clean", {}).get(key), by_name.get("held", {}).get(key)
     return held / clean if clean and held is not None else None
+
+
+def details(result: dict[str, Any], top: int = 5) -> list[str]:
+    """Per phase, the statements behind the count: calls per completed job, most first."""
+    return [
+        f"{phase['phase']}: statements per job "
+        + "; ".join(f"`{text[:70]}` {per_job:.2f}" for text, per_job in phase["top_statements_per_job"][:top])
+        for phase in result["phases"]
+        if phase.get("top_statements_per_job")
+    ]

@@ -723,6 +723,9 @@ def main(argv: list[str] | None = None) -> int:
         print(horizon.heading(results["horizon"]))
         print()
         print(horizon.markdown(results["horizon"]))
+        print()
+        for line in horizon.details(results["horizon"]):
+            print(f"- {line}")
     print()
     for line in details(results):
         print(f"- {line}")

@@ -54,9 +54,9 @@ def test_the_phases_are_clean_held_recovery_with_the_hold_its_own_length() -> No
         horizon.phase_plan(0, 300)
 
 
-def sample(at: float, **values: float) -> horizon.Sample:
+def sample(at: float, **values: Any) -> horizon.Sample:
     fields: dict[str, Any] = dict.fromkeys(horizon.Sample.__dataclass_fields__, 0)
-    fields.update(at=at, **values)
+    fields.update({"at": at, "by_statement": {}, **values})
     return horizon.Sample(**fields)
 
 
@@ -98,6 +98,18 @@ def test_a_phase_divides_its_counter_deltas_by_the_jobs_it_completed() -> None:
     assert figures["claim_hits_per_call"] == 50.0
     assert figures["autovacuums"] == 1
     assert figures["not_started_at_end"] == 10
+
+
+def test_the_statements_behind_the_count_are_ranked_by_calls_per_job_in_the_phase() -> None:
+    before = sample(0.0, by_statement={"COMMIT": 500, "SELECT claim": 10, "idle": 4})
+    after = sample(10.0, by_statement={"COMMIT": 2500, "SELECT claim": 210, "INSERT job": 1000, "idle": 4})
+    assert horizon.top_statements(before, after, jobs=1000, top=2) == [("COMMIT", 2.0), ("INSERT job", 1.0)]
+    assert horizon.top_statements(before, after, jobs=0) == []
+    report = result(4.0, 6.0)
+    report["phases"][0]["top_statements_per_job"] = horizon.top_statements(before, after, jobs=1000)
+    assert horizon.details(report) == [
+        "clean: statements per job `COMMIT` 2.00; `INSERT job` 1.00; `SELECT claim` 0.20"
+    ]
 
 
 def test_a_phase_without_jobs_or_claims_has_no_per_job_figures() -> None:
