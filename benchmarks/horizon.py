@@ -22,6 +22,8 @@ module before it configures Django for the private cluster.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ import psycopg
 
 from . import raw
 from .cluster import PrivateCluster
-from .harness import ProcStat, parse_stat, percentile, scalar, wait_until
+from .harness import ROOT, ProcStat, parse_stat, percentile, scalar, wait_until
 
 if TYPE_CHECKING:
     from .measures import Context
@@ -306,43 +308,44 @@ def _server(conn: psycopg.Connection[Any], cluster: PrivateCluster) -> dict[str,
 
 
 def _migrate(ctx: Context, env: dict[str, str]) -> None:
-    import subprocess
-    import sys
-
-    from .harness import ROOT
-
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
         cwd=ROOT,
         env={**ctx.procs.worker_env(), **env},
-        check=True,
         capture_output=True,
+        text=True,
         timeout=300,
+        check=False,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"migrate on the private cluster failed: {done.stderr[-2000:]}")
 
 
 def _run_phases(
     ctx: Context, conn: psycopg.Connection[Any], cluster: PrivateCluster, env: dict[str, str], warmup_s: float
-) -> tuple[list[Sample], Holder, dict[str, Any]]:
+) -> tuple[list[Sample], int | None]:
+    """Start the worker and the producer, run the phases, and stop both; returns the samples at the
+    phases' boundaries and the held transaction's id."""
     plan = phase_plan(ctx.horizon_phase, ctx.horizon_hold)
+    postmaster = cluster.postmaster_pid()
+    holder = Holder({**conninfo_of(cluster.port), "dbname": DATABASE})
     worker = ctx.procs.start_worker(
         ["--queues", raw.QUEUE, "--concurrency", str(ctx.concurrency)], "horizon", env
     )
+    producer = None
 
     def alive() -> bool:
         return worker.poll() is None
 
-    wait_until(
-        lambda: scalar(conn, f"{MARK} SELECT count(*) FROM backwave_django_workernode") >= 1,
-        timeout=60,
-        interval=0.1,
-        alive=alive,
-    )
-    total = warmup_s + sum(seconds for _, seconds in plan) + 1.0
-    producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total)
-    holder = Holder({**conninfo_of(cluster.port), "dbname": DATABASE})
-    postmaster = cluster.postmaster_pid()
     try:
+        wait_until(
+            lambda: scalar(conn, f"{MARK} SELECT count(*) FROM backwave_django_workernode") >= 1,
+            timeout=60,
+            interval=0.1,
+            alive=alive,
+        )
+        total = warmup_s + sum(seconds for _, seconds in plan) + 1.0
+        producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total)
         time.sleep(warmup_s)
         samples = [sample(conn, postmaster, worker.pid)]
         for name, seconds in plan:
@@ -361,9 +364,10 @@ def _run_phases(
     finally:
         holder.close()
         ctx.procs.stop_worker(worker)
-        producer.terminate()
-        producer.join(10)
-    return samples, holder, {"warmup_s": warmup_s}
+        if producer is not None:
+            producer.terminate()
+            producer.join(10)
+    return samples, holder.xid
 
 
 def conninfo_of(port: int) -> dict[str, Any]:
@@ -381,7 +385,7 @@ def horizon(ctx: Context) -> dict[str, Any]:
             conn.execute("CREATE EXTENSION pg_stat_statements")
             server = _server(conn, cluster)
             warmup_s = min(5.0, ctx.horizon_phase / 4)
-            samples, holder, extra = _run_phases(ctx, conn, cluster, env, warmup_s)
+            samples, held_xid = _run_phases(ctx, conn, cluster, env, warmup_s)
             phases = []
             for (name, _), before, after in zip(
                 phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples[:-1], samples[1:], strict=True
@@ -404,8 +408,8 @@ def horizon(ctx: Context) -> dict[str, Any]:
         "concurrency": ctx.concurrency,
         "phase_s": ctx.horizon_phase,
         "hold_s": ctx.horizon_hold,
-        "held_xid": holder.xid,
-        **extra,
+        "held_xid": held_xid,
+        "warmup_s": warmup_s,
         "phases": phases,
     }
 
