@@ -126,11 +126,13 @@ def phase_figures(
     completed: int,
     claim_ms: Sequence[float],
     not_started: int,
+    enqueue_ms: Sequence[float] = (),
 ) -> dict[str, Any]:
     """One phase's figures from the samples at its ends and the jobs read back from their rows:
     rates per second of the phase, costs per completed job, claim latency percentiles."""
     seconds = after.at - before.at
     latencies = sorted(claim_ms)
+    enqueues = sorted(enqueue_ms)
     claims = after.claim_calls - before.claim_calls
     postgres_s = after.postgres_cpu_s - before.postgres_cpu_s
     worker_s = after.worker_cpu_s - before.worker_cpu_s
@@ -145,6 +147,8 @@ def phase_figures(
         "claim_p99_ms": percentile(latencies, 0.99) if latencies else None,
         "claim_max_ms": latencies[-1] if latencies else None,
         "not_started_at_end": not_started,
+        "enqueue_p50_ms": percentile(enqueues, 0.50) if enqueues else None,
+        "enqueue_p99_ms": percentile(enqueues, 0.99) if enqueues else None,
         "postgres_cores": postgres_s / seconds,
         "worker_cores": worker_s / seconds,
         "postgres_cpu_ms_per_job": _per_job(postgres_s * 1000, completed),
@@ -251,9 +255,10 @@ def pg_env(port: int, dbname: str) -> dict[str, str]:
     }
 
 
-def produce(port: int, dbname: str, rate: float, seconds: float) -> None:
+def produce(port: int, dbname: str, rate: float, seconds: float, timings: str) -> None:
     """Spawned: enqueue a noop every ``1 / rate`` s for ``seconds`` (one job per transaction),
-    on schedule: a late enqueue is followed at once by the next one due."""
+    on schedule: a late enqueue is followed at once by the next one due. At the end, writes each
+    enqueue's wall-clock start and its duration in ms to ``timings``, a line each."""
     os.environ.update(pg_env(port, dbname))
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
     import django
@@ -263,12 +268,26 @@ def produce(port: int, dbname: str, rate: float, seconds: float) -> None:
 
     started = time.perf_counter()
     index = 0
+    lines = []
     while (due := started + index / rate) < started + seconds:
         delay = due - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+        at, began = time.time(), time.perf_counter()
         noop.enqueue()
+        lines.append(f"{at:.6f} {(time.perf_counter() - began) * 1000:.3f}\n")
         index += 1
+    Path(timings).write_text("".join(lines))
+
+
+def read_timings(text: str) -> list[tuple[float, float]]:
+    """The producer's timings file: (wall-clock start, duration in ms) per enqueue."""
+    return [(float(at), float(ms)) for at, ms in (line.split() for line in text.splitlines() if line.strip())]
+
+
+def enqueue_ms(timings: Sequence[tuple[float, float]], start: float, end: float) -> list[float]:
+    """The durations of the enqueues that began in ``[start, end)``."""
+    return [ms for at, ms in timings if start <= at < end]
 
 
 class Holder:
@@ -322,7 +341,12 @@ def _migrate(ctx: Context, env: dict[str, str]) -> None:
 
 
 def _run_phases(
-    ctx: Context, conn: psycopg.Connection[Any], cluster: PrivateCluster, env: dict[str, str], warmup_s: float
+    ctx: Context,
+    conn: psycopg.Connection[Any],
+    cluster: PrivateCluster,
+    env: dict[str, str],
+    warmup_s: float,
+    timings: Path,
 ) -> tuple[list[Sample], int | None]:
     """Start the worker and the producer, run the phases, and stop both; returns the samples at the
     phases' boundaries and the held transaction's id."""
@@ -345,7 +369,7 @@ def _run_phases(
             alive=alive,
         )
         total = warmup_s + sum(seconds for _, seconds in plan) + 1.0
-        producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total)
+        producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total, str(timings))
         time.sleep(warmup_s)
         samples = [sample(conn, postmaster, worker.pid)]
         for name, seconds in plan:
@@ -361,6 +385,7 @@ def _run_phases(
             samples.append(sample(conn, postmaster, worker.pid))
             if name == "held":
                 holder.release()
+        producer.join(30)  # its last enqueue is due a second after the last phase: it writes its timings
     finally:
         holder.close()
         ctx.procs.stop_worker(worker)
@@ -385,7 +410,9 @@ def horizon(ctx: Context) -> dict[str, Any]:
             conn.execute("CREATE EXTENSION pg_stat_statements")
             server = _server(conn, cluster)
             warmup_s = min(5.0, ctx.horizon_phase / 4)
-            samples, held_xid = _run_phases(ctx, conn, cluster, env, warmup_s)
+            timings = cluster.folder / "enqueues.txt"
+            samples, held_xid = _run_phases(ctx, conn, cluster, env, warmup_s, timings)
+            enqueues = read_timings(timings.read_text()) if timings.exists() else []
             phases = []
             for (name, _), before, after in zip(
                 phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples[:-1], samples[1:], strict=True
@@ -400,6 +427,7 @@ def horizon(ctx: Context) -> dict[str, Any]:
                         completed=jobs["completed"],
                         claim_ms=jobs["claim_ms"],
                         not_started=jobs["not_started"],
+                        enqueue_ms=enqueue_ms(enqueues, before.at, after.at),
                     )
                 )
     return {
@@ -427,6 +455,8 @@ FIGURES = (
     ("Enqueue rate (producer)", "enqueue_rate", ",.0f", " jobs/s"),
     ("Claim latency p50 (enqueue → Leased)", "claim_p50_ms", ".1f", " ms"),
     ("Claim latency p99", "claim_p99_ms", ".1f", " ms"),
+    ("`noop.enqueue()` p50", "enqueue_p50_ms", ".2f", " ms"),
+    ("`noop.enqueue()` p99", "enqueue_p99_ms", ".2f", " ms"),
     ("PostgreSQL CPU per job", "postgres_cpu_ms_per_job", ".2f", " ms"),
     ("PostgreSQL CPU", "postgres_cores", ".2f", " cores"),
     ("Worker CPU per job", "worker_cpu_ms_per_job", ".2f", " ms"),

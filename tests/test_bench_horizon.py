@@ -112,12 +112,36 @@ def test_the_statements_behind_the_count_are_ranked_by_calls_per_job_in_the_phas
     ]
 
 
+def test_the_producers_timings_are_split_by_the_phase_their_enqueue_began_in() -> None:
+    timings = horizon.read_timings("100.5 1.250\n101.0 3.000\n\n109.999 2.5\n110.0 9.0\n")
+    assert timings == [(100.5, 1.25), (101.0, 3.0), (109.999, 2.5), (110.0, 9.0)]
+    in_phase = horizon.enqueue_ms(timings, 100.0, 110.0)
+    assert in_phase == [1.25, 3.0, 2.5]
+    figures = horizon.phase_figures(
+        "clean",
+        sample(100.0),
+        sample(110.0),
+        enqueued=3,
+        completed=3,
+        claim_ms=[1.0],
+        not_started=0,
+        enqueue_ms=in_phase,
+    )
+    assert (figures["enqueue_p50_ms"], figures["enqueue_p99_ms"]) == (2.5, 3.0)
+
+
 def test_a_phase_without_jobs_or_claims_has_no_per_job_figures() -> None:
     figures = horizon.phase_figures(
         "held", sample(0.0), sample(5.0), enqueued=0, completed=0, claim_ms=[], not_started=0
     )
     assert figures["completion_rate"] == 0.0
-    for key in ("claim_p99_ms", "postgres_cpu_ms_per_job", "statements_per_job", "claim_mean_ms"):
+    for key in (
+        "claim_p99_ms",
+        "postgres_cpu_ms_per_job",
+        "statements_per_job",
+        "claim_mean_ms",
+        "enqueue_p99_ms",
+    ):
         assert figures[key] is None
 
 
