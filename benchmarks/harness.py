@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -174,10 +175,33 @@ def rss_kb(pid: int) -> dict[str, int]:
     return values
 
 
+@dataclass(frozen=True)
+class ProcStat:
+    """What the harness reads from a ``/proc/<pid>/stat`` line."""
+
+    ppid: int
+    pgrp: int
+    #: User and system CPU ticks of the process (all its threads).
+    ticks: int
+    #: User and system CPU ticks of its children that ended and were waited for.
+    children_ticks: int
+
+
+def parse_stat(text: str) -> ProcStat:
+    """Parse a ``/proc/<pid>/stat`` line (the command name, in parentheses, may hold spaces)."""
+    fields = text.rsplit(")", 1)[1].split()  # state, ppid, pgrp, ..., utime (11), stime, cutime, cstime
+    return ProcStat(
+        ppid=int(fields[1]),
+        pgrp=int(fields[2]),
+        ticks=int(fields[11]) + int(fields[12]),
+        children_ticks=int(fields[13]) + int(fields[14]),
+    )
+
+
 def _cpu_ticks(stat: Path, *, children: bool) -> int:
     """User and system CPU ticks in a ``/proc/<pid>/stat`` (with the waited-for children's)."""
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11 : 15 if children else 13])
+    parsed = parse_stat(stat.read_text())
+    return parsed.ticks + (parsed.children_ticks if children else 0)
 
 
 def postgres_cpu_seconds() -> float:

@@ -59,6 +59,11 @@ class Context:
     peers: tuple[str, ...] = ()
     #: Leave the scratch databases behind (``--keep-db``); the peers' own ones too.
     keep_db: bool = False
+    #: The long-horizon scenario (benchmarks/horizon.py): jobs/s offered, the clean and recovery
+    #: phases' length and the held phase's, in seconds.
+    horizon_rate: float = 200.0
+    horizon_phase: float = 60.0
+    horizon_hold: float = 300.0
 
     def timeout_for(self, jobs: int) -> float:
         """Generous: a measurement is abandoned only when something is clearly stuck."""

@@ -37,6 +37,7 @@ MEASUREMENTS = (
     "scale",
     "memory",
     "dependencies",
+    "horizon",
 )
 HEAVY = ("scale", "memory")
 
@@ -81,6 +82,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "that is not installed is reported as skipped)",
     )
     parser.add_argument(
+        "--horizon-rate",
+        type=float,
+        default=200.0,
+        help="jobs/s the long-horizon producer offers (default 200)",
+    )
+    parser.add_argument(
+        "--horizon-phase",
+        type=float,
+        default=None,
+        help="seconds of the long-horizon clean and recovery phases (default 60, 20 with --quick)",
+    )
+    parser.add_argument(
+        "--horizon-hold",
+        type=float,
+        default=None,
+        help="seconds of the long-horizon held-transaction phase (default 300, 60 with --quick)",
+    )
+    parser.add_argument(
         "--results-dir",
         help="write the JSON and the worker logs here instead of benchmarks/results",
     )
@@ -92,6 +111,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--peers: unknown peer(s) {', '.join(unknown_peers)}; choose from {', '.join(PEERS)}")
     if args.n is None:
         args.n = 2000 if args.quick else 10_000
+    if args.horizon_phase is None:
+        args.horizon_phase = 20.0 if args.quick else 60.0
+    if args.horizon_hold is None:
+        args.horizon_hold = 60.0 if args.quick else 300.0
+    if min(args.horizon_rate, args.horizon_phase, args.horizon_hold) <= 0:
+        parser.error("--horizon-rate, --horizon-phase and --horizon-hold must be positive")
     if args.only:
         chosen = [name.strip() for name in args.only.split(",") if name.strip()]
         unknown = sorted(set(chosen) - set(MEASUREMENTS))
@@ -373,6 +398,21 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             f"{fan_in['parents']:,} parents → 1 child: last parent Succeeded → child Succeeded",
             _ms(fan_in["last_parent_to_child_ms"]),
         )
+    if not error_row("horizon"):
+        from .horizon import ratio
+
+        r = results["horizon"]
+        held = ratio(r, "claim_p99_ms")
+        p99 = {phase["phase"]: phase["claim_p99_ms"] for phase in r["phases"]}
+        add(
+            f"Long-horizon: claim p99 under a {r['hold_s']:g} s held transaction, {r['rate']:g} jobs/s "
+            "(table of its own below)",
+            _ms(p99["held"]) if p99.get("held") is not None else "—",
+            f"{_ms(p99['clean'])} (clean phase)" if p99.get("clean") is not None else "—",
+            f"{held:.0%}" if held is not None else "—",
+            "≤ 150% of clean",
+            _status(held <= 1.5) if held is not None else "—",
+        )
     error_row("peers")  # its figures have a table of their own (benchmarks/peer_report.py)
     return table
 
@@ -548,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        from . import measures, observing, peers
+        from . import horizon, measures, observing, peers
 
         ctx = measures.Context(
             dbname=args.db,
@@ -564,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
             results=results,
             peers=tuple(args.peers),
             keep_db=args.keep_db,
+            horizon_rate=args.horizon_rate,
+            horizon_phase=args.horizon_phase,
+            horizon_hold=args.horizon_hold,
         )
         steps: dict[str, Callable[[measures.Context], dict[str, Any]]] = {
             "enqueue": measures.enqueue,
@@ -576,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             "scale": measures.scale,
             "memory": measures.memory,
             "dependencies": measures.dependencies,
+            "horizon": horizon.horizon,
         }
         timings: dict[str, float] = {}
         for name in args.selected:
@@ -621,6 +665,11 @@ def main(argv: list[str] | None = None) -> int:
         env["peers_details"] = peer_report.details(results)
         env["peers_targets"] = peer_report.targets(results)
         env["peers_needs"] = peer_report.needs(results)
+    horizon_table: list[dict[str, str]] = []
+    if "horizon" in results and "error" not in results["horizon"]:
+        from . import horizon
+
+        horizon_table = horizon.table(results["horizon"])
     notes = footnotes(results)
     env["total_runtime_s"] = total
     env["step_runtime_s"] = timings
@@ -636,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
                 "environment": env,
                 "table": table,
                 "peers_table": side_by_side,
+                "horizon_table": horizon_table,
                 "notes": notes,
                 "details": details(results),
                 "results": results,
@@ -668,6 +718,14 @@ def main(argv: list[str] | None = None) -> int:
             print("What the missed processing targets needed in this run:")
             for line in env["peers_needs"]:
                 print(f"- {line}")
+    if horizon_table:
+        print()
+        print(horizon.heading(results["horizon"]))
+        print()
+        print(horizon.markdown(results["horizon"]))
+        print()
+        for line in horizon.details(results["horizon"]):
+            print(f"- {line}")
     print()
     for line in details(results):
         print(f"- {line}")

@@ -1,0 +1,525 @@
+"""The long-horizon scenario: what the queue costs its database at a steady rate, before, during
+and after a transaction that holds the horizon (``--only horizon``; see docs/performance.md).
+
+A producer process enqueues trivial jobs at a fixed rate through the public API (``noop.enqueue()``,
+one job per transaction) into a private PostgreSQL cluster (benchmarks/cluster.py: autovacuum on,
+``pg_stat_statements`` loaded), and one ``backwave_worker`` works them. The run is cut into phases:
+
+- **clean**: nothing else on the server;
+- **held**: another connection ran ``BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current();``
+  and sits idle in the transaction, holding a snapshot and a transaction id (so no row version
+  that died since can be removed);
+- **recovery**: that transaction has committed.
+
+At each phase boundary the harness samples the CPU of the cluster's processes and of the worker's
+(``/proc``), ``pg_stat_statements`` and the job table's sizes; afterwards it reads the phase's jobs
+from their rows and transition log. Every figure is per phase, and the costs per completed job.
+
+Top-level imports stay light (no Django): the producer is a spawned process that imports this
+module before it configures Django for the private cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from . import raw
+from .cluster import PrivateCluster
+from .harness import ROOT, ProcStat, parse_stat, percentile, scalar, wait_until
+
+if TYPE_CHECKING:
+    from .measures import Context
+
+T = raw.JOB_TABLE
+TRANSITIONS = "backwave_django_jobtransition"
+CLAIM_INDEX = "backwave_job_claim_priority"
+DATABASE = "backwave_horizon"
+#: Marks the harness's own statements, so pg_stat_statements' count leaves them out.
+MARK = "/* horizon harness */"
+#: Picks the claim out of pg_stat_statements (backwave_django/store/postgres/sql/claims.sql).
+CLAIM_LIKE = "%FOR UPDATE SKIP LOCKED%"
+PHASES = ("clean", "held", "recovery")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The counters read at a phase boundary; a phase's figures are differences of two."""
+
+    at: float
+    postgres_cpu_s: float
+    worker_cpu_s: float
+    statements: int
+    claim_calls: int
+    claim_ms: float
+    claim_hits: int
+    table_bytes: int
+    index_bytes: int
+    claim_index_bytes: int
+    transitions_bytes: int
+    dead_tuples: int
+    autovacuums: int
+    #: Calls so far per statement (its text, shortened), for the statements behind the count.
+    by_statement: dict[str, int] = field(default_factory=dict)
+
+
+def phase_plan(phase_s: float, hold_s: float) -> list[tuple[str, float]]:
+    """The phases in order with their lengths: clean and recovery ``phase_s``, held ``hold_s``."""
+    if phase_s <= 0 or hold_s <= 0:
+        raise ValueError("phases must last a positive number of seconds")
+    return [("clean", phase_s), ("held", hold_s), ("recovery", phase_s)]
+
+
+def read_stats(proc: Path = Path("/proc")) -> dict[int, ProcStat]:
+    """Every process's ``stat`` (processes that end while being read are left out)."""
+    stats = {}
+    for entry in proc.glob("[0-9]*/stat"):
+        try:
+            stats[int(entry.parent.name)] = parse_stat(entry.read_text())
+        except (OSError, ValueError, IndexError):
+            continue
+    return stats
+
+
+def cluster_ticks(stats: Mapping[int, ProcStat], postmaster: int) -> int:
+    """CPU ticks of a PostgreSQL cluster: the postmaster with the backends it has reaped (its
+    children's ticks), and every live process it started (backends, autovacuum, checkpointer …)."""
+    return sum(
+        stat.ticks + stat.children_ticks
+        for pid, stat in stats.items()
+        if pid == postmaster or stat.ppid == postmaster
+    )
+
+
+def group_ticks(stats: Mapping[int, ProcStat], pgrp: int) -> int:
+    """CPU ticks of a process group (a worker started in a session of its own, and its children)."""
+    return sum(stat.ticks + stat.children_ticks for stat in stats.values() if stat.pgrp == pgrp)
+
+
+def _per_job(value: float, jobs: int) -> float | None:
+    return value / jobs if jobs else None
+
+
+def top_statements(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
+    """The statements called most in a phase, with their calls per completed job, most first."""
+    if not jobs:
+        return []
+    calls = {text: n - before.by_statement.get(text, 0) for text, n in after.by_statement.items()}
+    ranked = sorted(((n / jobs, text) for text, n in calls.items() if n > 0), reverse=True)
+    return [(text, per_job) for per_job, text in ranked[:top]]
+
+
+def phase_figures(
+    name: str,
+    before: Sample,
+    after: Sample,
+    *,
+    enqueued: int,
+    completed: int,
+    claim_ms: Sequence[float],
+    not_started: int,
+    enqueue_ms: Sequence[float] = (),
+) -> dict[str, Any]:
+    """One phase's figures from the samples at its ends and the jobs read back from their rows:
+    rates per second of the phase, costs per completed job, claim latency percentiles."""
+    seconds = after.at - before.at
+    latencies = sorted(claim_ms)
+    enqueues = sorted(enqueue_ms)
+    claims = after.claim_calls - before.claim_calls
+    postgres_s = after.postgres_cpu_s - before.postgres_cpu_s
+    worker_s = after.worker_cpu_s - before.worker_cpu_s
+    return {
+        "phase": name,
+        "seconds": seconds,
+        "enqueued": enqueued,
+        "completed": completed,
+        "enqueue_rate": enqueued / seconds,
+        "completion_rate": completed / seconds,
+        "claim_p50_ms": percentile(latencies, 0.50) if latencies else None,
+        "claim_p99_ms": percentile(latencies, 0.99) if latencies else None,
+        "claim_max_ms": latencies[-1] if latencies else None,
+        "not_started_at_end": not_started,
+        "enqueue_p50_ms": percentile(enqueues, 0.50) if enqueues else None,
+        "enqueue_p99_ms": percentile(enqueues, 0.99) if enqueues else None,
+        "postgres_cores": postgres_s / seconds,
+        "worker_cores": worker_s / seconds,
+        "postgres_cpu_ms_per_job": _per_job(postgres_s * 1000, completed),
+        "worker_cpu_ms_per_job": _per_job(worker_s * 1000, completed),
+        "statements_per_job": _per_job(after.statements - before.statements, completed),
+        "top_statements_per_job": top_statements(before, after, completed),
+        "table_bytes_per_job": _per_job(after.table_bytes - before.table_bytes, completed),
+        "index_bytes_per_job": _per_job(after.index_bytes - before.index_bytes, completed),
+        "transitions_bytes_per_job": _per_job(after.transitions_bytes - before.transitions_bytes, completed),
+        "claim_index_bytes_end": after.claim_index_bytes,
+        "claim_calls": claims,
+        "claim_mean_ms": (after.claim_ms - before.claim_ms) / claims if claims else None,
+        "claim_hits_per_call": (after.claim_hits - before.claim_hits) / claims if claims else None,
+        "dead_tuples_end": after.dead_tuples,
+        "autovacuums": after.autovacuums - before.autovacuums,
+        "table_bytes_end": after.table_bytes,
+        "index_bytes_end": after.index_bytes,
+    }
+
+
+# --- Reading the server ----------------------------------------------------------------------
+
+_STATEMENTS_SQL = f"""{MARK} SELECT coalesce(sum(calls), 0),
+       coalesce(sum(calls) FILTER (WHERE claim), 0),
+       coalesce(sum(total_exec_time) FILTER (WHERE claim), 0),
+       coalesce(sum(shared_blks_hit) FILTER (WHERE claim), 0)
+FROM (SELECT calls, total_exec_time, shared_blks_hit, query LIKE %s AND query LIKE %s AS claim
+      FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND query NOT LIKE %s) s"""
+_BY_STATEMENT_SQL = f"""{MARK} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 100), sum(calls)
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE %s
+GROUP BY 1"""
+_SIZES_SQL = f"""{MARK} SELECT pg_relation_size('{T}'), pg_indexes_size('{T}'),
+       coalesce(pg_relation_size(to_regclass('{CLAIM_INDEX}')), 0), pg_total_relation_size('{TRANSITIONS}'),
+       coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = '{T}'), 0),
+       coalesce((SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = '{T}'), 0)"""
+
+
+def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> Sample:
+    stats = read_stats()
+    tick = os.sysconf("SC_CLK_TCK")
+    statements = conn.execute(_STATEMENTS_SQL, [CLAIM_LIKE, f"%{T}%", f"%{MARK}%"]).fetchone()
+    sizes = conn.execute(_SIZES_SQL).fetchone()
+    by_statement = {str(text): int(calls) for text, calls in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])}
+    assert statements is not None
+    assert sizes is not None
+    return Sample(
+        at=time.time(),
+        postgres_cpu_s=cluster_ticks(stats, postmaster) / tick,
+        worker_cpu_s=group_ticks(stats, worker_pgrp) / tick,
+        statements=int(statements[0]),
+        claim_calls=int(statements[1]),
+        claim_ms=float(statements[2]),
+        claim_hits=int(statements[3]),
+        table_bytes=int(sizes[0]),
+        index_bytes=int(sizes[1]),
+        claim_index_bytes=int(sizes[2]),
+        transitions_bytes=int(sizes[3]),
+        dead_tuples=int(sizes[4]),
+        autovacuums=int(sizes[5]),
+        by_statement=by_statement,
+    )
+
+
+def jobs_of_phase(conn: psycopg.Connection[Any], start: float, end: float) -> dict[str, Any]:
+    """The jobs enqueued in ``[start, end)`` (their claim latency: enqueue → Leased, from the
+    transition log) and the jobs that finished in it."""
+    window = [start, end]
+    started = conn.execute(
+        f"""{MARK} SELECT extract(epoch FROM min(t.recorded_at) - j.enqueued_at) * 1000
+            FROM {T} j LEFT JOIN {TRANSITIONS} t ON t.job_id = j.sequence AND t.state = 2
+            WHERE j.enqueued_at >= to_timestamp(%s) AND j.enqueued_at < to_timestamp(%s)
+            GROUP BY j.sequence""",
+        window,
+    ).fetchall()
+    completed = scalar(
+        conn,
+        f"{MARK} SELECT count(*) FROM {T} WHERE state = 3 "
+        "AND terminal_at >= to_timestamp(%s) AND terminal_at < to_timestamp(%s)",
+        window,
+    )
+    latencies = [float(row[0]) for row in started if row[0] is not None]
+    return {
+        "enqueued": len(started),
+        "completed": int(completed),
+        "claim_ms": latencies,
+        "not_started": len(started) - len(latencies),
+    }
+
+
+# --- The producer and the holder -------------------------------------------------------------
+
+
+def pg_env(port: int, dbname: str) -> dict[str, str]:
+    """The environment that points benchmarks.settings at the private cluster's database."""
+    return {
+        "PGHOST": "127.0.0.1",
+        "PGPORT": str(port),
+        "PGUSER": "postgres",
+        "PGPASSWORD": "",
+        "BACKWAVE_BENCH_DB": dbname,
+    }
+
+
+def produce(port: int, dbname: str, rate: float, seconds: float, timings: str) -> None:
+    """Spawned: enqueue a noop every ``1 / rate`` s for ``seconds`` (one job per transaction),
+    on schedule: a late enqueue is followed at once by the next one due. At the end, writes each
+    enqueue's wall-clock start and its duration in ms to ``timings``, a line each."""
+    os.environ.update(pg_env(port, dbname))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    import django
+
+    django.setup()
+    from .jobs import noop
+
+    started = time.perf_counter()
+    index = 0
+    lines = []
+    while (due := started + index / rate) < started + seconds:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        at, began = time.time(), time.perf_counter()
+        noop.enqueue()
+        lines.append(f"{at:.6f} {(time.perf_counter() - began) * 1000:.3f}\n")
+        index += 1
+    Path(timings).write_text("".join(lines))
+
+
+def read_timings(text: str) -> list[tuple[float, float]]:
+    """The producer's timings file: (wall-clock start, duration in ms) per enqueue."""
+    return [(float(at), float(ms)) for at, ms in (line.split() for line in text.splitlines() if line.strip())]
+
+
+def enqueue_ms(timings: Sequence[tuple[float, float]], start: float, end: float) -> list[float]:
+    """The durations of the enqueues that began in ``[start, end)``."""
+    return [ms for at, ms in timings if start <= at < end]
+
+
+class Holder:
+    """A connection idle in a REPEATABLE READ transaction that has a snapshot and an xid."""
+
+    def __init__(self, conninfo: dict[str, Any]) -> None:
+        self.conn = psycopg.connect(**conninfo, autocommit=True)
+        self.xid: int | None = None
+
+    def hold(self) -> None:
+        self.conn.execute(f"{MARK} BEGIN ISOLATION LEVEL REPEATABLE READ")
+        self.xid = int(scalar(self.conn, f"{MARK} SELECT txid_current()"))
+
+    def release(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- The scenario ----------------------------------------------------------------------------
+
+
+def _server(conn: psycopg.Connection[Any], cluster: PrivateCluster) -> dict[str, Any]:
+    settings = (
+        "server_version",
+        "autovacuum",
+        "track_io_timing",
+        "shared_preload_libraries",
+        "shared_buffers",
+    )
+    return {
+        "kind": "private cluster (initdb in a scratch folder, removed afterwards)",
+        "port": cluster.port,
+        **{name: scalar(conn, f"{MARK} SHOW {name}") for name in settings},
+    }
+
+
+def _migrate(ctx: Context, env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+        cwd=ROOT,
+        env={**ctx.procs.worker_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"migrate on the private cluster failed: {done.stderr[-2000:]}")
+
+
+def _run_phases(
+    ctx: Context,
+    conn: psycopg.Connection[Any],
+    cluster: PrivateCluster,
+    env: dict[str, str],
+    warmup_s: float,
+    timings: Path,
+) -> tuple[list[Sample], int | None]:
+    """Start the worker and the producer, run the phases, and stop both; returns the samples at the
+    phases' boundaries and the held transaction's id."""
+    plan = phase_plan(ctx.horizon_phase, ctx.horizon_hold)
+    postmaster = cluster.postmaster_pid()
+    holder = Holder({**conninfo_of(cluster.port), "dbname": DATABASE})
+    worker = ctx.procs.start_worker(
+        ["--queues", raw.QUEUE, "--concurrency", str(ctx.concurrency)], "horizon", env
+    )
+    producer = None
+
+    def alive() -> bool:
+        return worker.poll() is None
+
+    try:
+        wait_until(
+            lambda: scalar(conn, f"{MARK} SELECT count(*) FROM backwave_django_workernode") >= 1,
+            timeout=60,
+            interval=0.1,
+            alive=alive,
+        )
+        total = warmup_s + sum(seconds for _, seconds in plan) + 1.0
+        producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total, str(timings))
+        time.sleep(warmup_s)
+        samples = [sample(conn, postmaster, worker.pid)]
+        for name, seconds in plan:
+            if name == "held":
+                holder.hold()
+            deadline = samples[-1].at + seconds
+            while (left := deadline - time.time()) > 0:
+                if not alive() or not producer.is_alive():
+                    raise RuntimeError(
+                        f"the {'worker' if not alive() else 'producer'} exited in the {name} phase"
+                    )
+                time.sleep(min(left, 1.0))
+            samples.append(sample(conn, postmaster, worker.pid))
+            if name == "held":
+                holder.release()
+        producer.join(30)  # its last enqueue is due a second after the last phase: it writes its timings
+    finally:
+        holder.close()
+        ctx.procs.stop_worker(worker)
+        if producer is not None:
+            producer.terminate()
+            producer.join(10)
+    return samples, holder.xid
+
+
+def conninfo_of(port: int) -> dict[str, Any]:
+    return {"host": "127.0.0.1", "port": port, "user": "postgres", "password": ""}
+
+
+def horizon(ctx: Context) -> dict[str, Any]:
+    """The scenario on a private cluster, started here and stopped and removed on every way out."""
+    with PrivateCluster() as cluster:
+        with psycopg.connect(**conninfo_of(cluster.port), dbname="postgres", autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {DATABASE}")
+        env = pg_env(cluster.port, DATABASE)
+        _migrate(ctx, env)
+        with psycopg.connect(**conninfo_of(cluster.port), dbname=DATABASE, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+            server = _server(conn, cluster)
+            warmup_s = min(5.0, ctx.horizon_phase / 4)
+            timings = cluster.folder / "enqueues.txt"
+            samples, held_xid = _run_phases(ctx, conn, cluster, env, warmup_s, timings)
+            enqueues = read_timings(timings.read_text()) if timings.exists() else []
+            phases = []
+            for (name, _), before, after in zip(
+                phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples[:-1], samples[1:], strict=True
+            ):
+                jobs = jobs_of_phase(conn, before.at, after.at)
+                phases.append(
+                    phase_figures(
+                        name,
+                        before,
+                        after,
+                        enqueued=jobs["enqueued"],
+                        completed=jobs["completed"],
+                        claim_ms=jobs["claim_ms"],
+                        not_started=jobs["not_started"],
+                        enqueue_ms=enqueue_ms(enqueues, before.at, after.at),
+                    )
+                )
+    return {
+        "server": server,
+        "rate": ctx.horizon_rate,
+        "concurrency": ctx.concurrency,
+        "phase_s": ctx.horizon_phase,
+        "hold_s": ctx.horizon_hold,
+        "held_xid": held_xid,
+        "warmup_s": warmup_s,
+        "phases": phases,
+    }
+
+
+# --- The report ------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{unit}"
+
+
+#: The table's rows: a label, the phase figure and its format.
+FIGURES = (
+    ("Completion rate", "completion_rate", ",.0f", " jobs/s"),
+    ("Enqueue rate (producer)", "enqueue_rate", ",.0f", " jobs/s"),
+    ("Claim latency p50 (enqueue → Leased)", "claim_p50_ms", ".1f", " ms"),
+    ("Claim latency p99", "claim_p99_ms", ".1f", " ms"),
+    ("`noop.enqueue()` p50", "enqueue_p50_ms", ".2f", " ms"),
+    ("`noop.enqueue()` p99", "enqueue_p99_ms", ".2f", " ms"),
+    ("PostgreSQL CPU per job", "postgres_cpu_ms_per_job", ".2f", " ms"),
+    ("PostgreSQL CPU", "postgres_cores", ".2f", " cores"),
+    ("Worker CPU per job", "worker_cpu_ms_per_job", ".2f", " ms"),
+    ("Statements per job (pg_stat_statements calls)", "statements_per_job", ".1f", ""),
+    ("Job table (heap) growth per job", "table_bytes_per_job", ",.0f", " B"),
+    ("Job table indexes growth per job", "index_bytes_per_job", ",.0f", " B"),
+    ("Transition log growth per job", "transitions_bytes_per_job", ",.0f", " B"),
+    ("Claim statement mean time", "claim_mean_ms", ".3f", " ms"),
+    ("Claim statement shared buffers hit per call", "claim_hits_per_call", ",.1f", ""),
+    ("Claim index size at the phase's end", "claim_index_bytes_end", ",.0f", " B"),
+    ("Dead tuples in the job table at the phase's end", "dead_tuples_end", ",.0f", ""),
+    ("Autovacuums of the job table in the phase", "autovacuums", ",.0f", ""),
+)
+
+
+def table(result: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per figure, one column per phase."""
+    rows = []
+    for label, key, spec, unit in FIGURES:
+        row = {"figure": label}
+        for phase in result["phases"]:
+            row[phase["phase"]] = _fmt(phase.get(key), spec, unit)
+        rows.append(row)
+    return rows
+
+
+def markdown(result: dict[str, Any]) -> str:
+    names = [phase["phase"] for phase in result["phases"]]
+    header = [
+        "Figure",
+        *(f"{name} ({phase['seconds']:.0f} s)" for name, phase in zip(names, result["phases"], strict=True)),
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
+    lines += [
+        "| " + " | ".join([row["figure"], *(row[name] for name in names)]) + " |" for row in table(result)
+    ]
+    return "\n".join(lines)
+
+
+def heading(result: dict[str, Any]) -> str:
+    server = result["server"]
+    return (
+        f"Long-horizon scenario: {result['rate']:g} jobs/s offered by `noop.enqueue()` (one per "
+        f"transaction), one `backwave_worker --concurrency {result['concurrency']}`, phases clean "
+        f"{result['phase_s']:g} s → held (idle in a REPEATABLE READ transaction with xid "
+        f"{result['held_xid']}) {result['hold_s']:g} s → "
+        f"recovery {result['phase_s']:g} s; PostgreSQL {server['server_version']} on a {server['kind']}, "
+        f"port {server['port']}, autovacuum={server['autovacuum']}"
+    )
+
+
+def ratio(result: dict[str, Any], key: str) -> float | None:
+    """The held phase's figure over the clean phase's (None when either is missing or zero)."""
+    by_name = {phase["phase"]: phase for phase in result["phases"]}
+    clean, held = by_name.get("clean", {}).get(key), by_name.get("held", {}).get(key)
+    return held / clean if clean and held is not None else None
+
+
+def details(result: dict[str, Any], top: int = 5) -> list[str]:
+    """Per phase, the statements behind the count: calls per completed job, most first."""
+    return [
+        f"{phase['phase']}: statements per job "
+        + "; ".join(f"`{text[:70]}` {per_job:.2f}" for text, per_job in phase["top_statements_per_job"][:top])
+        for phase in result["phases"]
+        if phase.get("top_statements_per_job")
+    ]
