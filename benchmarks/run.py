@@ -39,7 +39,7 @@ MEASUREMENTS = (
     "dependencies",
     "horizon",
 )
-HEAVY = ("scale", "memory")
+HEAVY = ("scale", "memory", "horizon")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
