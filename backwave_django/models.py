@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from .conf import WIRE_NAME_COLUMN_LENGTH
+from .core.limits import MAX_BUCKET_LENGTH, PLAIN_LANE
 from .core.states import CatchUp, DependencyMode, JobState, OperatorAction
 from .core.tags import MAX_TAG_PART_LENGTH
 from .core.validation import MAX_QUEUE_NAME_LENGTH
@@ -63,6 +64,13 @@ class JobRecord(models.Model):
     #: The W3C ``traceparent`` of the span that enqueued the job, stored verbatim, or null: enqueued
     #: outside a span, minted by a schedule, or without OpenTelemetry (see docs/tracing.md).
     trace_context = models.TextField(null=True, blank=True)
+    #: Flow control (docs/flow-control.md): the job's partition (fair dispatch) or null, its
+    #: buckets (``[[limit name, bucket], ...]``, sorted by name) or null, and its lane, which
+    #: ``core.limits.lane_of`` works out from the two: 0 for a job with neither. Database defaults,
+    #: so rows inserted by an older release are plain jobs and adding the columns rewrites nothing.
+    partition = models.CharField(max_length=MAX_BUCKET_LENGTH, null=True, blank=True)
+    limit_keys = models.JSONField(null=True, blank=True)
+    lane = models.BigIntegerField(default=PLAIN_LANE, db_default=PLAIN_LANE)
 
     class Meta:
         verbose_name = "job"
@@ -73,6 +81,13 @@ class JobRecord(models.Model):
                 fields=["queue", "-priority", "due_time", "sequence"],
                 condition=Q(state=JobState.SCHEDULED),
                 name="backwave_job_claim_priority",
+            ),
+            # Flow control's claim steps from lane to lane (one probe each) and reads a lane's due
+            # jobs in claim order. Plain jobs (lane 0) are not in it, so they never pay for it.
+            models.Index(
+                fields=["queue", "lane", "-priority", "due_time", "sequence"],
+                condition=Q(state=JobState.SCHEDULED) & ~Q(lane=PLAIN_LANE),
+                name="backwave_job_claim_lane",
             ),
             models.Index(
                 fields=["queue", "lease_expiry"],
@@ -444,6 +459,10 @@ class RecurringSchedule(models.Model):
     max_attempts = models.IntegerField(null=True, blank=True)
     backoff = models.JSONField(null=True, blank=True)
     timeout = models.FloatField(null=True, blank=True)
+    #: The flow control every minted instance is stored with (see :class:`JobRecord`).
+    partition = models.CharField(max_length=MAX_BUCKET_LENGTH, null=True, blank=True)
+    limit_keys = models.JSONField(null=True, blank=True)
+    lane = models.BigIntegerField(default=PLAIN_LANE, db_default=PLAIN_LANE)
 
     class Meta:
         verbose_name = "recurring schedule"
@@ -452,6 +471,87 @@ class RecurringSchedule(models.Model):
 
     def __str__(self) -> str:
         return self.schedule_id
+
+
+class LimitSettings(models.Model):
+    """One flow-control limit (docs/flow-control.md): the bounds its workers declare, and an
+    operator's override of them, which wins while it is set. Usage is never stored here: it is
+    counted from :class:`LimitLease` and :class:`LimitStart` in the claim's own transaction."""
+
+    name = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH, unique=True)
+    #: As the job definitions declare it (written by each worker at start); null until declared.
+    declared_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    declared_rate = models.PositiveIntegerField(null=True, blank=True)
+    declared_period = models.FloatField(null=True, blank=True)
+    declared_at = models.DateTimeField(null=True, blank=True)
+    #: An operator's override (``operator.set_limit``), in force while ``overridden``.
+    overridden = models.BooleanField(default=False)
+    override_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    override_rate = models.PositiveIntegerField(null=True, blank=True)
+    override_period = models.FloatField(null=True, blank=True)
+    overridden_by = models.CharField(max_length=255, null=True, blank=True)
+    overridden_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "limit"
+        verbose_name_plural = "limits"
+        permissions = [("change_limits", "Can override and clear flow-control limits")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LimitBucket(models.Model):
+    """A bucket of a limit that a claim has used: the row claims of the bucket lock in turn (on
+    the databases without advisory locks), so that the counts they read are exact."""
+
+    name = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH)
+    bucket = models.CharField(max_length=MAX_BUCKET_LENGTH)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "bucket"], name="backwave_limit_bucket_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.bucket!r}"
+
+
+class LimitLease(models.Model):
+    """A concurrency slot in use: one row per limit of a Leased job with a concurrency bound,
+    written by the claim and deleted in the same transaction as the lease ends."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH)
+    bucket = models.CharField(max_length=MAX_BUCKET_LENGTH)
+    #: The Leased job's ``sequence`` (no constraint: the store deletes these rows itself).
+    job = models.BigIntegerField()
+    acquired_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["name", "bucket"], name="backwave_limit_lease_bucket"),
+            models.Index(fields=["job"], name="backwave_limit_lease_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.bucket!r} job {self.job}"
+
+
+class LimitStart(models.Model):
+    """A claim counted by a rate bound: one row per limit with a rate of each claimed job, kept
+    while it is inside the longest window that can count it."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=MAX_QUEUE_NAME_LENGTH)
+    bucket = models.CharField(max_length=MAX_BUCKET_LENGTH)
+    started_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["name", "bucket", "started_at"], name="backwave_limit_start_window")]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.bucket!r} at {self.started_at}"
 
 
 class Dashboard(QueueSettings):

@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 
 from .encoding import json_bytes
 from .frozen import copy_unchecked
+from .limits import LimitKeys, lane_of, require_bucket
 from .policy import resolve_policy
 from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
@@ -24,6 +25,7 @@ from .validation import (
     require_str as _require_str,
     require_trace_context,
     require_uuid as _require_uuid,
+    validate_queue_name,
     validate_schedule_id,
 )
 
@@ -228,9 +230,17 @@ class NewJob:
     #: ``enqueue_many`` (:meth:`due_at`) makes it due ``run_after`` after its clock's now, and
     #: ``due_time`` means nothing until then. The store takes jobs with it unset.
     run_after: timedelta | None = None
+    #: Flow control (docs/flow-control.md): the job's partition for fair dispatch, or None, and its
+    #: buckets, one per limit (``((limit name, bucket), ...)``, stored sorted by name).
+    partition: str | None = None
+    limit_keys: LimitKeys = ()
 
     def __post_init__(self) -> None:
         _require_uuid("job_id", self.job_id)
+        if self.partition is not None:
+            require_bucket("partition", self.partition)
+        if self.limit_keys:
+            object.__setattr__(self, "limit_keys", _normalize_limit_keys(self.limit_keys))
         if self.trace_context is not None:
             require_trace_context(self.trace_context)
         _normalize_policy(self, self.priority)
@@ -284,6 +294,13 @@ class NewJob:
         return self.due_at(now, trace_context)
 
     @property
+    def lane(self) -> int:
+        """The lane the job is claimed from (``core.limits.lane_of``): 0 for a plain job."""
+        if self.partition is None and not self.limit_keys:
+            return 0
+        return lane_of(self.partition, self.limit_keys)
+
+    @property
     def tag_pairs(self) -> tuple[TagPair, ...]:
         """The tags as stored ``(key, value)`` pairs (normalized once, when the job was built)."""
         pairs: tuple[TagPair, ...] = self.__dict__["_tag_pairs"]
@@ -294,6 +311,21 @@ class NewJob:
         """The payload as stored (compact UTF-8 JSON), encoded once when the job was built."""
         encoded: bytes = self.__dict__["_payload_json"]
         return encoded
+
+
+def _normalize_limit_keys(value: object) -> LimitKeys:
+    """``((limit name, bucket), ...)`` sorted by name, each name once."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError("limit_keys must be a sequence of (limit name, bucket) pairs")
+    pairs: dict[str, str] = {}
+    for pair in value:
+        if isinstance(pair, str | bytes) or not isinstance(pair, Iterable) or len(pair := tuple(pair)) != 2:
+            raise TypeError(f"limit_keys must hold (limit name, bucket) pairs, got {pair!r}")
+        name = validate_queue_name(pair[0], "limit_keys name")
+        if name in pairs:
+            raise ValueError(f"limit_keys names the limit {name!r} twice")
+        pairs[name] = require_bucket(f"limit_keys[{name!r}]", pair[1])
+    return tuple(sorted(pairs.items()))
 
 
 def _normalize_policy(value: Any, priority: object = 0) -> None:

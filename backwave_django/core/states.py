@@ -72,6 +72,8 @@ class OperatorAction(TextChoices):
     RETRY_NOW = "retry_now", "Retry now"
     PURGE = "purge", "Purge by retention"
     REMOVE_QUEUE = "remove_queue", "Remove queue settings"
+    SET_LIMIT = "set_limit", "Override limit"
+    CLEAR_LIMIT = "clear_limit", "Clear limit override"
 
 
 class EnqueueResult(enum.Enum):

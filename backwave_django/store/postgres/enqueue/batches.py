@@ -109,9 +109,11 @@ class _OverlappedWriter:
         previous, self.in_flight = self.in_flight, None
         if previous is not None:
             previous, rows = self._rows(previous)
-        self.in_flight = self._send(_Sent(jobs, results, first, statement, params))
-        if previous is not None:
-            self.stored.append(self._entries(previous, rows))
+        try:
+            self.in_flight = self._send(_Sent(jobs, results, first, statement, params))
+        finally:  # kept even when this batch fails at once (psycopg may read its error early)
+            if previous is not None:
+                self.stored.append(self._entries(previous, rows))
 
     def collect(self) -> None:
         """Wait for the batch in flight and keep its entries."""
