@@ -205,3 +205,14 @@ def _require_key_source(name: str, value: object) -> KeySource | None:
     if isinstance(value, str) and value.isidentifier():
         return value
     raise TypeError(f"{name} must be an argument's name, a callable or None, got {value!r}")
+
+
+def in_force(declared: LimitValues | None, override: LimitValues | None) -> LimitValues | None:
+    """The bounds a claim obeys: an operator's override while one is set, else the declared ones;
+    None when the limit is neither declared nor overridden (its jobs are held until it is)."""
+    return override if override is not None else declared
+
+
+def describe_bucket(name: str, bucket: str) -> str:
+    """``"limit stripe, bucket acme"`` (``"limit stripe"`` for a limit without a key)."""
+    return f"limit {name}" if bucket == WHOLE_LIMIT else f"limit {name}, bucket {bucket}"
