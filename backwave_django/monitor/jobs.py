@@ -237,6 +237,8 @@ class JobSnapshot:
     #: (``((limit name, bucket), ...)``, sorted by name; empty for a job under no limit).
     partition: str | None = None
     limit_keys: LimitKeys = ()
+    #: The lane it is claimed from (``core.limits.lane_of``; 0 for a plain job).
+    lane: int = 0
     #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
     tags: tuple[TagPair, ...] = field(default=())
     #: Whether ``payload`` and ``output`` were read (``content=True``).
