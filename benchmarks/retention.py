@@ -63,7 +63,9 @@ class SizeSample:
     dead_tuples: int
     transitions_live_tuples: int
     transitions_dead_tuples: int
-    #: Jobs enqueued so far (the highest ``sequence``) less the jobs not yet ended.
+    #: Jobs enqueued so far (the highest ``sequence``).
+    enqueued: int
+    #: Jobs enqueued so far less the jobs not yet ended.
     completed: int
     #: Ended jobs still in the table (retention keeps them; the rest were purged).
     retained: int
@@ -190,6 +192,7 @@ def read_sample(conn: psycopg.Connection[Any], at: float) -> SizeSample:
         transitions_live_tuples=int(sizes[5]),
         transitions_dead_tuples=int(sizes[6]),
         transitions_autovacuums=int(sizes[7]),
+        enqueued=int(jobs[0]),
         completed=int(jobs[0]) - int(jobs[1]),
         retained=int(jobs[2]),
         oldest_ended_s=None if jobs[3] is None else float(jobs[3]),
@@ -259,16 +262,16 @@ def _mb(size: int) -> str:
 def curve(result: Mapping[str, Any]) -> str:
     """The size curve as a Markdown table, a row per sample (sizes in MB)."""
     header = (
-        "t (s) | completed | retained | purged | heap MB | indexes MB | transitions MB | total MB | "
-        "live / dead tuples | oldest ended (s) | autovacuums (jobs / transitions)"
+        "t (s) | enqueued | completed | retained | purged | heap MB | indexes MB | transitions MB | "
+        "total MB | live / dead tuples | oldest ended (s) | autovacuums (jobs / transitions)"
     )
     lines = [f"| {header} |", "|" + "|".join(["---"] * (header.count("|") + 1)) + "|"]
     for s in samples_of(result):
         oldest = "—" if s.oldest_ended_s is None else f"{s.oldest_ended_s:.0f}"
         lines.append(
-            f"| {s.at:.0f} | {s.completed:,} | {s.retained:,} | {s.purged:,} | {_mb(s.heap_bytes)} | "
-            f"{_mb(s.indexes_bytes)} | {_mb(s.transitions_bytes)} | {_mb(s.total_bytes)} | "
-            f"{s.live_tuples:,} / {s.dead_tuples:,} | {oldest} | "
+            f"| {s.at:.0f} | {s.enqueued:,} | {s.completed:,} | {s.retained:,} | {s.purged:,} | "
+            f"{_mb(s.heap_bytes)} | {_mb(s.indexes_bytes)} | {_mb(s.transitions_bytes)} | "
+            f"{_mb(s.total_bytes)} | {s.live_tuples:,} / {s.dead_tuples:,} | {oldest} | "
             f"{s.autovacuums} / {s.transitions_autovacuums} |"
         )
     return "\n".join(lines)
@@ -296,6 +299,14 @@ def _bytes(value: float | None) -> str:
 def summary(result: Mapping[str, Any]) -> list[str]:
     """The verdict, the rule it applies, what grew over the last third, and the bytes per job."""
     v, p = result["verdict"], result["per_job"]
+    end = samples_of(result)[-1]
+    rates = (
+        f"Over {end.at:.0f} s the producer enqueued {end.enqueued / end.at:,.0f} jobs/s (offered "
+        f"{result['rate']:g}) and the worker completed {end.completed / end.at:,.0f} jobs/s; "
+        f"{end.enqueued - end.completed:,} not ended at the end"
+        if end.at > 0
+        else "No time elapsed"
+    )
     growing = [
         f"{name} {_pct(r['growth'])}"
         for name, r in v["by_relation"].items()
@@ -309,6 +320,7 @@ def summary(result: Mapping[str, Any]) -> list[str]:
         f"Bytes per processed job: first {p['first_s']:.0f} s {_bytes(p['first_minute'])}; last third "
         f"{_bytes(p['last_third'])}; footprint at the end per retained job "
         f"{_bytes(p['footprint_per_retained_job'])}",
+        rates,
     ]
 
 
