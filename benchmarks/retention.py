@@ -334,3 +334,16 @@ def heading(result: Mapping[str, Any]) -> str:
         f"(naptime {s.get('autovacuum_naptime')}, vacuum scale factor "
         f"{s.get('autovacuum_vacuum_scale_factor')}, threshold {s.get('autovacuum_vacuum_threshold')})"
     )
+
+
+def report(result: Mapping[str, Any]) -> str:
+    """What the run prints: the heading, the size curve, each index's curve and the summary."""
+    return "\n\n".join(
+        [
+            heading(result),
+            curve(result),
+            "Each index of the job table (kB):",
+            index_curve(result),
+            "\n".join(f"- {line}" for line in summary(result)),
+        ]
+    )

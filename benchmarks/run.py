@@ -781,16 +781,7 @@ def main(argv: list[str] | None = None) -> int:
         from . import retention
 
         print()
-        print(retention.heading(results["retention"]))
-        print()
-        print(retention.curve(results["retention"]))
-        print()
-        print("Each index of the job table (kB):")
-        print()
-        print(retention.index_curve(results["retention"]))
-        print()
-        for line in retention.summary(results["retention"]):
-            print(f"- {line}")
+        print(retention.report(results["retention"]))
     print()
     for line in details(results):
         print(f"- {line}")

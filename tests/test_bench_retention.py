@@ -183,6 +183,9 @@ def test_the_report_has_a_row_per_sample_and_states_the_rule() -> None:
         "10 not ended at the end"
     )
     assert "autovacuum=on (naptime 1min" in retention.heading(report)
+    printed = retention.report(report)
+    assert printed.startswith(retention.heading(report) + "\n\n| t (s) |")
+    assert printed.endswith("\n- " + summary[-1])
     growing = retention.summary(result([1, 4, 8, 10, 12]))
     assert growing[0].startswith("Verdict: GROWING")
     assert "job table heap +50.0%" in growing[1]
