@@ -308,7 +308,7 @@ def summary(result: Mapping[str, Any]) -> list[str]:
         else "No time elapsed"
     )
     growing = [
-        f"{name} {_pct(r['growth'])}"
+        f"{name} {_pct(r['growth'])} ({r['from_bytes'] // 1024:,} → {r['to_bytes'] // 1024:,} kB)"
         for name, r in v["by_relation"].items()
         if r["growth"] is not None and r["growth"] > v["limit"]
     ]

@@ -188,7 +188,7 @@ def test_the_report_has_a_row_per_sample_and_states_the_rule() -> None:
     assert printed.endswith("\n- " + summary[-1])
     growing = retention.summary(result([1, 4, 8, 10, 12]))
     assert growing[0].startswith("Verdict: GROWING")
-    assert "job table heap +50.0%" in growing[1]
+    assert "job table heap +50.0% (4,096 → 6,144 kB)" in growing[1]
 
 
 @pytest.mark.parametrize(("totals", "status"), [([1, 4, 8, 8, 8.5], "PASS"), ([1, 4, 8, 10, 12], "MISS")])
