@@ -23,6 +23,7 @@ from .core import actors
 from .core.binding import CallShape
 from .core.callables import P, R
 from .core.encoding import json_bytes, plain_json
+from .core.limits import LimitValues, agreeing
 from .core.policy import JobPolicy, resolve_policy
 from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy, job_retry_policy
 from .core.states import DependencyMode
@@ -489,6 +490,15 @@ def retry_policy(
 def definitions() -> dict[str, JobDefinition[Any, Any]]:
     """Every registered job, by wire name."""
     return dict(_REGISTRY)
+
+
+def declared_limits() -> dict[str, LimitValues]:
+    """Every flow-control limit the registered definitions declare, by name, with its bounds
+    (declarations of one name agree: ``core.limits.agreeing``); a worker stores them at start."""
+    declared: dict[str, LimitValues] = {}
+    for definition in _REGISTRY.values():
+        declared = agreeing(getattr(definition, "limits", ()), declared)
+    return declared
 
 
 def unregister(wire_name: str) -> None:
