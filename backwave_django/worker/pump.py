@@ -562,8 +562,10 @@ class Worker:
             if not claimed:
                 break
         # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
-        opens = store.held_until(queues=self.queues, now=now) if claimed_total == 0 else None
-        self.pacing.answered(claimed_total, asked, None if opens is None else (opens - now).total_seconds())
+        opens_in = None
+        if claimed_total == 0 and (opens := store.held_until(queues=self.queues, now=(now := clock.now()))):
+            opens_in = (opens - now).total_seconds()
+        self.pacing.answered(claimed_total, asked, opens_in)
         return claimed_total
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:

@@ -35,7 +35,9 @@ def declare(now: datetime = T0, **limits: LimitValues) -> None:
     store.declare_limits(limits, now=now)
 
 
-def override(name: str, *, concurrency: int | None = None, rate: int | None = None, period: float = 1.0) -> None:
+def override(
+    name: str, *, concurrency: int | None = None, rate: int | None = None, period: float = 1.0
+) -> None:
     """An operator's override, written straight to the row (the operator's action is elsewhere)."""
     LimitSettings.objects.update_or_create(
         name=name,

@@ -84,9 +84,7 @@ def test_old_starts_beyond_the_longest_period_are_dropped() -> None:
     assert claimed_ids(now=T0) == jobs[:1]
     assert claimed_ids(now=T0 + timedelta(seconds=5)) == jobs[1:2]
     assert claimed_ids(now=T0 + timedelta(seconds=11)) == jobs[2:3]
-    assert sorted(LimitStart.objects.values_list("started_at", flat=True)) == [
-        T0 + timedelta(seconds=11)
-    ]
+    assert sorted(LimitStart.objects.values_list("started_at", flat=True)) == [T0 + timedelta(seconds=11)]
 
 
 def test_a_job_under_several_limits_is_claimed_only_when_every_one_admits_it() -> None:
