@@ -20,15 +20,20 @@
 -- never read, and SKIP LOCKED skips rows other claimers hold before LIMIT counts, as a single
 -- range scan would. The walk stops as soon as the batch is full.
 --
--- ANY(ARRAY(...)) rather than a join, here and below: a prepared statement's generic plan guesses
--- the LIMIT at a tenth of the table and would hash-join a full scan; an array probes the primary
--- key. tests/store/test_plans.py pins the plan.
+-- The lane probes are LIMIT 1 in lane order, in the select list: the planner can serve them only
+-- from the lane index (an EXISTS may become a join, and where most Scheduled jobs are under flow
+-- control a bare LIMIT 1 may become a table scan). ANY(ARRAY(...)) rather than a join, here and
+-- below: a prepared statement's generic plan guesses the LIMIT at a tenth of the table and would
+-- hash-join a full scan; an array probes the primary key. tests/store/test_plans.py and
+-- tests/store/test_flow_plans.py pin the plans.
 WITH RECURSIVE gate AS (
     SELECT CASE
-        WHEN EXISTS (SELECT 1 FROM {jobs} AS f
-                     WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane <> 0)
-          OR EXISTS (SELECT 1 FROM {jobs} AS f
-                     WHERE f.queue = ANY(%(before)s) AND f.state = {SCHEDULED} AND f.lane <> 0) THEN 0
+        WHEN (SELECT true FROM {jobs} AS f
+              WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1)
+          OR (SELECT bool_or((SELECT true FROM {jobs} AS f
+                              WHERE f.queue = b AND f.state = {SCHEDULED} AND f.lane <> 0
+                              ORDER BY f.lane LIMIT 1))
+              FROM unnest(%(before)s::text[]) AS b) THEN 0
         WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
         WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
         ELSE greatest(%(take)s - (
@@ -110,5 +115,5 @@ SELECT set_config('synchronous_commit', 'off', true),
              WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused
              UNION ALL
              SELECT q FROM unnest(%(queues)s::text[]) AS q
-             WHERE EXISTS (SELECT 1 FROM {jobs} AS f
-                           WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane <> 0))
+             WHERE (SELECT true FROM {jobs} AS f
+                    WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1))

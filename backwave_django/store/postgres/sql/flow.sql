@@ -4,24 +4,22 @@
 -- name: FLOW_LANES
 -- The lanes other than 0 with a Scheduled job in %(queue)s, each with the buckets of its first job
 -- (every job of a lane has the same ones). A loose index scan of the lane index: one probe per
--- lane, however many jobs each holds.
+-- lane, however many jobs each holds (each step is a LIMIT 1 in lane order, which the planner can
+-- only serve from the index).
 WITH RECURSIVE lanes AS (
-    (SELECT lane FROM {jobs}
+    (SELECT lane, limit_keys FROM {jobs}
      WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane <> 0
      ORDER BY lane LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.lane FROM {jobs} AS j
-            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane <> 0 AND j.lane > l.lane
-            ORDER BY j.lane LIMIT 1)
+    SELECT n.lane, n.limit_keys
     FROM lanes AS l
-    WHERE l.lane IS NOT NULL
+    CROSS JOIN LATERAL (
+        SELECT j.lane, j.limit_keys FROM {jobs} AS j
+        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane <> 0 AND j.lane > l.lane
+        ORDER BY j.lane LIMIT 1
+    ) AS n
 )
-SELECT l.lane,
-       (SELECT j.limit_keys FROM {jobs} AS j
-        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane <> 0 AND j.lane = l.lane
-        LIMIT 1)
-FROM lanes AS l
-WHERE l.lane IS NOT NULL
+SELECT lane, limit_keys FROM lanes
 
 -- name: LOCK_BUCKETS
 -- Take the buckets' advisory locks (%(bucket_keys)s, sorted), exclusive until the transaction
@@ -78,7 +76,8 @@ FROM leased AS l
 ORDER BY array_position(%(picked)s::bigint[], l.sequence)
 
 -- name: HAS_FLOW_JOBS
--- Which of %(queues)s hold a Scheduled job of a lane other than 0 (a probe of the lane index each).
+-- Which of %(queues)s hold a Scheduled job of a lane other than 0: a probe of the lane index each
+-- (a LIMIT 1 in lane order, which only the lane index serves; see CLAIM in sql/claims.sql).
 SELECT ARRAY(SELECT q FROM unnest(%(queues)s::text[]) AS q
-             WHERE EXISTS (SELECT 1 FROM {jobs} AS j
-                           WHERE j.queue = q AND j.state = {SCHEDULED} AND j.lane <> 0))
+             WHERE (SELECT true FROM {jobs} AS j
+                    WHERE j.queue = q AND j.state = {SCHEDULED} AND j.lane <> 0 ORDER BY j.lane LIMIT 1))
