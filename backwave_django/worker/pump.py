@@ -43,6 +43,7 @@ from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
 from ..observers import definitions
+from ..registry import declared_limits
 from . import writer as outcome_writer
 from .execution import Executor, Finished, Running
 from .faults import EXIT_GAVE_UP, WorkerFaults, give_up_seconds
@@ -211,6 +212,7 @@ class Worker:
         )
         self._apply_queue_settings()
         self._sync_schedules()
+        store.declare_limits(declared_limits(), now=clock.now())
         return True
 
     def _start(self) -> None:
@@ -559,7 +561,11 @@ class Worker:
             claimed_total += len(claimed)
             if not claimed:
                 break
-        self.pacing.answered(claimed_total, asked)  # each batch names every queue: none has more
+        # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
+        opens_in = None
+        if claimed_total == 0 and (opens := store.held_until(queues=self.queues, now=(now := clock.now()))):
+            opens_in = (opens - now).total_seconds()
+        self.pacing.answered(claimed_total, asked, opens_in)
         return claimed_total
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:
