@@ -314,6 +314,9 @@ def test_an_empty_claim_held_back_by_a_rate_limit_wakes_when_the_window_slides(
     monkeypatch.setattr(store, "held_until", held_until)
     try:
         assert worker._claim() == 0
+        assert asked == []  # no rate declared: nothing can be held until a moment, so no question
+        worker.rates_declared = True
+        assert worker._claim() == 0
         assert asked == [("default",)]
         assert worker.pacing.opens_at is not None
         assert worker.pacing.next_partial() == pytest.approx(worker.pacing.last_at + 0.25)
