@@ -215,8 +215,7 @@ class Worker:
         self._sync_schedules()
         declared = declared_limits()
         store.declare_limits(declared, now=clock.now())
-        # Only a rate can hold a job until a moment (its window sliding); without one, an empty
-        # claim asks nothing more (an operator's override that adds a rate falls back to the poll).
+        # Only a rate holds a job until a moment: without one an empty claim asks nothing more.
         self.rates_declared = any(values.rate is not None for values in declared.values())
         return True
 
@@ -568,12 +567,10 @@ class Worker:
                 break
         # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
         opens_in = None
-        if (
-            claimed_total == 0
-            and self.rates_declared
-            and (opens := store.held_until(queues=self.queues, now=(now := clock.now())))
-        ):
-            opens_in = (opens - now).total_seconds()
+        if not claimed_total and self.rates_declared:
+            now = clock.now()
+            if (opens := store.held_until(queues=self.queues, now=now)) is not None:
+                opens_in = (opens - now).total_seconds()
         self.pacing.answered(claimed_total, asked, opens_in)
         return claimed_total
 
