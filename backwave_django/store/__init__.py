@@ -52,6 +52,7 @@ from .leases import (
     release_leases,
     sweep_expired_leases,
 )
+from .limit_overrides import KEEP, Keep, clear_limit, set_limit
 from .observers import claim_observer_deliveries, report_observer_deliveries, sequence_log
 from .outcomes import PortableOutcomes, job_output, report_outcome, report_outcomes
 from .postgres.claims import PostgresClaims
@@ -83,12 +84,15 @@ install(
 __all__ = [
     "CANCEL_CHANNEL",
     "HINT_CHANNEL",
+    "KEEP",
     "Enqueued",
     "ExpiredLeases",
+    "Keep",
     "cancel_job",
     "check_bounds",
     "claim",
     "claim_observer_deliveries",
+    "clear_limit",
     "connect",
     "count_purgeable",
     "enqueue",
@@ -127,6 +131,7 @@ __all__ = [
     "retry_now",
     "sequence_log",
     "set_concurrency_limit",
+    "set_limit",
     "sweep_expired_leases",
     "touch_worker",
     "transition_event",
