@@ -27,7 +27,7 @@ from .core.states import (
     TriggerScheduleResult,
 )
 from .core.validation import require_actor, require_concurrency_limit, validate_queue_name
-from .store import KEEP, Keep
+from .store import KEEP as KEEP, Keep as Keep
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -99,6 +99,11 @@ def remove_queue(queue: str, *, actor: str) -> RemoveQueueResult:
     Audited when it removed the row.
     """
     return store.remove_queue_settings(queue, actor=actor, now=clock.now())
+
+
+def require_limit_name(name: str) -> str:
+    """``name`` if it follows the queue-name rule (which limit names follow), else ``ValueError``."""
+    return validate_queue_name(name, "limit name")
 
 
 def set_limit(
