@@ -87,7 +87,7 @@ def list_command(options: dict[str, Any], out: Output) -> int:
     return EXIT_DONE
 
 
-def bound(option: str, text: str | None) -> int | None | operator.Keep:
+def bound(option: str, text: str | None) -> int | operator.Keep | None:
     """``--concurrency`` / ``--rate``: a whole number ≥ 1, ``none`` (no bound), or absent (keep)."""
     if text is None:
         return operator.KEEP
@@ -145,7 +145,9 @@ def _clear(options: dict[str, Any], out: Output) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     if result is ClearLimitResult.UNKNOWN_LIMIT:
-        out.error(f"No limit {name!r}: no worker declares it and no override names it (see `backwave limits`).")
+        out.error(
+            f"No limit {name!r}: no worker declares it and no override names it (see `backwave limits`)."
+        )
         return EXIT_REFUSED
     if result is ClearLimitResult.NOT_OVERRIDDEN:
         out.error(f"Limit {name!r} has no override to clear; nothing was changed.")
