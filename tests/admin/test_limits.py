@@ -196,3 +196,18 @@ def test_a_held_jobs_page_says_what_holds_it(client, login, limits):
     ghost = job_under((("ghost", "x"),), due=limits)
     html = client.get(reverse("admin:backwave_django_jobrecord_change", args=[ghost.pk])).content.decode()
     assert "limit ghost is not declared by any worker" in html
+
+
+def test_the_audit_log_names_the_limit_and_links_the_limits_page(client, login, limits):
+    store.set_limit("payment-api", rate=5, actor="alice", now=limits)
+    login("view_operatoraudit")
+    html = client.get(reverse("admin:backwave_django_operatoraudit_changelist")).content.decode()
+    assert f'limit <a href="{reverse(LIMITS)}">payment-api</a>' in html
+
+
+def test_the_limits_page_is_titled_and_in_the_app_index(client, login, limits):
+    login("view_limitsettings")
+    html = client.get(reverse(LIMITS)).content.decode()
+    assert "<title>Limits | " in html
+    index = client.get(reverse("admin:app_list", args=["backwave_django"])).content.decode()
+    assert f'href="{reverse(LIMITS)}"' in index
