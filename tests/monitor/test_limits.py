@@ -139,3 +139,27 @@ def test_held_reason_for_an_undeclared_limit():
     assert hold is not None
     assert not hold.declared
     assert "limit ghost is not declared by any worker" in hold.text
+
+
+def test_jobs_enqueued_through_their_definitions_are_counted_in_their_buckets():
+    """The rows the enqueue path writes (partition, limit_keys, lane) read as the overview expects."""
+    from django.utils import timezone
+
+    from backwave_django.models import JobRecord
+    from tests.jobsapp import jobs
+
+    now = timezone.now()
+    declare("customer-sync", concurrency=1)
+    first = jobs.limited_sync.enqueue("acme").job_id
+    jobs.limited_sync.enqueue(customer_id="acme")
+    jobs.limited_sync.enqueue("globex")
+    jobs.tenant_import.enqueue("t1", 1)  # a partition alone: no limit
+    leased("customer-sync", "acme", JobRecord.objects.get(job_id=first))
+    JobRecord.objects.filter(job_id=first).update(state=JobState.LEASED)
+    [limit] = monitor.limits_overview(now=now + timedelta(seconds=1)).limits
+    assert (limit.name, limit.leased, limit.due, limit.held) == ("customer-sync", 1, 2, 1)
+    assert [(use.bucket, use.held) for use in limit.buckets] == [("acme", 1), ("globex", 0)]
+    held = JobRecord.objects.filter(state=JobState.SCHEDULED, limit_keys__isnull=False).order_by("sequence")
+    hold = monitor.held_reason(held[0], now=now + timedelta(seconds=1))
+    assert hold is not None
+    assert hold.text == "held by limit customer-sync, bucket acme (1 / 1 leased)"
