@@ -7,7 +7,8 @@ joins the caller's transaction when there is one (enqueue inside ``atomic()`` co
 back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations: ``enqueueing`` (and ``batches``: many batches of it),
-``claims``, ``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``,
+``claims``, ``leases``, ``outcomes``, ``actions`` (operator actions; ``limit_overrides``, those
+on flow-control limits), ``schedules``,
 ``workflows``, ``housekeeping`` and ``observers``. The hot ones (claim, enqueue, report) have two
 implementations behind one interface each (``backends``): the portable ORM path beside the
 contract here, the reference, and PostgreSQL's fast path in ``postgres/`` (its SQL files, its
