@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from .conf import WIRE_NAME_COLUMN_LENGTH
-from .core.limits import MAX_BUCKET_LENGTH, PLAIN_LANE
+from .core.limits import MAX_BUCKET_LENGTH, PLAIN_LANE, LimitValues, in_force
 from .core.states import CatchUp, DependencyMode, JobState, OperatorAction
 from .core.tags import MAX_TAG_PART_LENGTH
 from .core.validation import MAX_QUEUE_NAME_LENGTH
@@ -499,6 +499,22 @@ class LimitSettings(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def declared_values(self) -> LimitValues | None:
+        """The bounds the workers declared; None before any worker did."""
+        if self.declared_at is None or self.declared_period is None:
+            return None
+        return LimitValues(self.declared_concurrency, self.declared_rate, self.declared_period)
+
+    def override_values(self) -> LimitValues | None:
+        """The operator's override; None while none is set."""
+        if not self.overridden or self.override_period is None:
+            return None
+        return LimitValues(self.override_concurrency, self.override_rate, self.override_period)
+
+    def values_in_force(self) -> LimitValues | None:
+        """What a claim obeys (``core.limits.in_force``): the override, else the declaration."""
+        return in_force(self.declared_values(), self.override_values())
 
 
 class LimitBucket(models.Model):

@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 from . import clock, monitor, store
 from .conf import get_settings
 from .core import actors
+from .core.limits import LimitValues
 from .core.outcomes import ScheduleSpec
 from .core.states import (
     CancelResult,
+    ClearLimitResult,
     RemoveQueueResult,
     RequeueResult,
     RetryNowResult,
@@ -25,6 +27,7 @@ from .core.states import (
     TriggerScheduleResult,
 )
 from .core.validation import require_actor, require_concurrency_limit, validate_queue_name
+from .store import KEEP as KEEP, Keep as Keep
 
 
 def cancel(job_id: uuid.UUID, *, actor: str) -> CancelResult:
@@ -96,6 +99,39 @@ def remove_queue(queue: str, *, actor: str) -> RemoveQueueResult:
     Audited when it removed the row.
     """
     return store.remove_queue_settings(queue, actor=actor, now=clock.now())
+
+
+def require_limit_name(name: str) -> str:
+    """``name`` if it follows the queue-name rule (which limit names follow), else ``ValueError``."""
+    return validate_queue_name(name, "limit name")
+
+
+def set_limit(
+    name: str,
+    *,
+    concurrency: int | Keep | None = KEEP,
+    rate: int | Keep | None = KEEP,
+    period: float | timedelta | Keep = KEEP,
+    actor: str,
+) -> LimitValues:
+    """Override flow-control limit ``name`` cluster-wide (docs/flow-control.md, "Overrides"); the
+    bounds now in force, which the next claim obeys.
+
+    An argument not given keeps the value in force now; None removes that bound; at least one of
+    ``concurrency`` and ``rate`` must remain (else ``ValueError``, nothing changed). A limit no
+    worker declares yet may be overridden: the override is in force for its jobs at once. Audited.
+    """
+    require_actor(actor)
+    seconds = period.total_seconds() if isinstance(period, timedelta) else period
+    return store.set_limit(
+        name, concurrency=concurrency, rate=rate, period=seconds, actor=actor, now=clock.now()
+    )
+
+
+def clear_limit(name: str, *, actor: str) -> ClearLimitResult:
+    """Remove the override of limit ``name``: the declared bounds apply again. ``NOT_OVERRIDDEN``
+    or ``UNKNOWN_LIMIT`` when there is nothing to clear (nothing changed); audited when cleared."""
+    return store.clear_limit(name, actor=actor, now=clock.now())
 
 
 def trigger_schedule(schedule_id: str, *, actor: str) -> TriggerScheduleResult:

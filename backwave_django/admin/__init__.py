@@ -13,7 +13,7 @@ The modules: :mod:`.console` (permissions, job facts, result messages, base admi
 operator-button gate) and :mod:`.display` (instants, short ids, badges, JSON, tags) are the kit
 every page shares and import no page; :mod:`.job_list` is the job list's paginator, filters and
 cells, :mod:`.job_actions` its actions on selected jobs and their confirmations, :mod:`.job_bulk`
-its actions over a whole filter; one module per page (:mod:`.jobs`, :mod:`.queues`,
+its actions over a whole filter; one module per page (:mod:`.jobs`, :mod:`.queues`, :mod:`.limits`,
 :mod:`.schedules`, :mod:`.workers`, :mod:`.observers`, :mod:`.audit`, :mod:`.dashboard`,
 :mod:`.workflows`, the last with its graph layout in :mod:`.workflow_graph`) imports those and never
 another page.
@@ -27,6 +27,7 @@ from django.contrib import admin
 from ..models import (
     Dashboard,
     JobRecord,
+    LimitSettings,
     Observer,
     ObserverDeadLetter,
     OperatorAudit,
@@ -38,6 +39,7 @@ from ..models import (
 from .audit import OperatorAuditAdmin
 from .dashboard import DashboardAdmin
 from .jobs import JobRecordAdmin
+from .limits import LimitSettingsAdmin
 from .observers import ObserverAdmin, ObserverDeadLetterAdmin
 from .queues import QueueSettingsAdmin
 from .schedules import RecurringScheduleAdmin
@@ -46,6 +48,7 @@ from .workflows import WorkflowAdmin
 
 admin.site.register(JobRecord, JobRecordAdmin)
 admin.site.register(QueueSettings, QueueSettingsAdmin)
+admin.site.register(LimitSettings, LimitSettingsAdmin)
 admin.site.register(RecurringSchedule, RecurringScheduleAdmin)
 admin.site.register(WorkerNode, WorkerNodeAdmin)
 admin.site.register(OperatorAudit, OperatorAuditAdmin)

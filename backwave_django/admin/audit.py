@@ -1,8 +1,8 @@
-"""The Operator audit page: who did what to which job, queue or schedule, and when.
+"""The Operator audit page: who did what to which job, queue, limit or schedule, and when.
 
 Rows are written by the store, one per operator action that acted (through
 :mod:`backwave_django.operator`), and are append-only: here they are only listed, newest first,
-each target linking to its job, queue or schedule (a purge's target is its summary, plain text).
+each target linking to its job, queue, limit or schedule (a purge's target is its summary, plain text).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ QUEUE_ACTIONS = {
     OperatorAction.RESUME_QUEUE,
     OperatorAction.SET_CONCURRENCY_LIMIT,
 }
+LIMIT_ACTIONS = {OperatorAction.SET_LIMIT, OperatorAction.CLEAR_LIMIT}
 
 
 class OperatorAuditAdmin(ReadOnlyAdmin):
@@ -33,7 +34,8 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
 
     empty_text = (
         "Nothing audited yet. Every operator action (cancel, requeue, retry now, pause, resume, "
-        "a concurrency limit, a schedule saved, triggered or removed) is recorded here with who did it."
+        "a concurrency limit, a limit overridden or cleared, a schedule saved, triggered or removed) "
+        "is recorded here with who did it."
     )
 
     list_display = ("when", "actor", "action", "target_link")
@@ -41,7 +43,7 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
     fields = readonly_fields = list_display
     list_filter = ("action",)
     search_fields = ("target", "actor")
-    search_help_text = "A job id, queue or schedule id (exact or part), or who acted."
+    search_help_text = "A job id, queue, limit or schedule id (exact or part), or who acted."
     ordering = ("-id",)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
@@ -53,7 +55,8 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
 
     @admin.display(description="target")
     def target_link(self, row: OperatorAudit) -> str:
-        """The job (by its short id), queue or schedule acted on, linking to it; a purge's summary."""
+        """The job (by its short id), queue, limit or schedule acted on, linking to it; a purge's
+        summary."""
         if row.action == OperatorAction.PURGE:
             return row.target
         if row.action in JOB_ACTIONS:
@@ -65,6 +68,9 @@ class OperatorAuditAdmin(ReadOnlyAdmin):
             url = reverse("admin:backwave_django_jobrecord_changelist")
             query = urlencode({"queue": row.target})
             return format_html('queue <a href="{}?{}">{}</a>', url, query, row.target)
+        if row.action in LIMIT_ACTIONS:
+            url = reverse("admin:backwave_django_limitsettings_changelist")
+            return format_html('limit <a href="{}">{}</a>', url, row.target)
         url = reverse("admin:backwave_django_recurringschedule_changelist")
         query = urlencode({"q": row.target})
         return format_html('schedule <a href="{}?{}">{}</a>', url, query, row.target)

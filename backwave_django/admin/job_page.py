@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import monitor
+from .. import clock, monitor
 from ..core.states import JobState
 from ..models import JobRecord
 from .console import DETAIL_ROWS, HIDDEN_TEXT, attempt_ceiling, discarded_marker, worker_url
@@ -87,6 +87,11 @@ def _waiting_for(job: JobRecord) -> str:
             timestamp(job.due_time),
         )
     return format_html("Waiting for its first attempt, due {}.", timestamp(job.due_time))
+
+
+def _sentence(text: str) -> str:
+    """``text`` with a capital first: "Held by limit stripe, bucket acme (5 / 5 leased)"."""
+    return text[:1].upper() + text[1:]
 
 
 def summary(job: JobRecord, attempts: list[monitor.Attempt], *, sensitive: bool) -> dict[str, Any]:
@@ -183,8 +188,10 @@ def page_context(request: HttpRequest, job: JobRecord, *, sensitive: bool) -> di
     entries = monitor.transition_log(job.job_id, failure_detail=sensitive)
     attempts = monitor.attempts_from_log(entries)
     link_workers = request.user.has_perm(WORKER_VIEW_PERMISSION)
+    hold = monitor.held_reason(job, now=clock.now())
     return {
-        "bw_summary": summary(job, attempts, sensitive=sensitive),
+        "bw_summary": summary(job, attempts, sensitive=sensitive)
+        | {"held": _sentence(hold.text) if hold is not None else None},
         "bw_attempts": attempt_rows(attempts, sensitive=sensitive, link_workers=link_workers),
         "bw_attempts_failed": sum(1 for attempt in attempts if attempt.failed),
         "bw_attempts_total": len(attempts),

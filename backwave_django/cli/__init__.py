@@ -8,6 +8,7 @@ and :func:`run`. Reads go through :mod:`backwave_django.monitor`, actions throug
 - :mod:`.actions`: ``cancel``, ``requeue``, ``retry-now`` and ``purge``;
 - :mod:`.queues`: ``queues`` (with ``pause``, ``resume``, ``limit``, ``remove``) and ``schedules``
   (``trigger``);
+- :mod:`.limits`: ``limits`` (with ``set`` and ``clear``);
 - :mod:`.stats`: ``stats``;
 - :mod:`.values` reads the operator's words, :mod:`.output` writes tables and JSON.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import actions, jobs, queues, stats
+from . import actions, jobs, limits, queues, stats
 from .output import Output
 from .values import EXIT_DONE, EXIT_REFUSED, EXIT_USAGE, UsageError
 
@@ -30,6 +31,7 @@ def add_subcommands(parser: Any) -> None:
     jobs.add_arguments(subparsers)
     actions.add_arguments(subparsers)
     queues.add_arguments(subparsers)
+    limits.add_arguments(subparsers)
     stats.add_arguments(subparsers)
 
 

@@ -144,6 +144,16 @@ class RemoveQueueResult(enum.Enum):
     HOLDS_JOBS = "HoldsJobs"
 
 
+class ClearLimitResult(enum.Enum):
+    """What clearing a limit's override did; only ``CLEARED`` changed (and audited) anything."""
+
+    CLEARED = "Cleared"
+    #: The limit is declared but no override is set: nothing to clear.
+    NOT_OVERRIDDEN = "NotOverridden"
+    #: No worker declares the limit and no override names it: a typo, most of the time.
+    UNKNOWN_LIMIT = "UnknownLimit"
+
+
 _S = JobState
 
 #: Every legal (from, to) edge of the state machine; ``None`` is "no row yet".

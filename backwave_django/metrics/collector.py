@@ -69,6 +69,16 @@ def families(counts: Counts) -> Iterator[GaugeMetricFamily]:
         horizon_transactions = _family(names.DATABASE_HORIZON_AGE_TRANSACTIONS)
         horizon_transactions.add_metric([], counts.horizon.age_transactions)
         yield horizon_transactions
+    leased = _family(names.LIMIT_LEASED)
+    held = _family(names.LIMIT_HELD_BACK)
+    rate = _family(names.LIMIT_STARTED_PER_SECOND)
+    for limit in counts.limits:  # one sample per limit: buckets are never labels
+        leased.add_metric([limit.name], limit.leased)
+        held.add_metric([limit.name], limit.held_back)
+        rate.add_metric([limit.name], limit.started_per_second)
+    yield leased
+    yield held
+    yield rate
     read_at = _family(names.COUNTS_READ_AT)
     read_at.add_metric([], counts.read_at.timestamp())
     yield read_at

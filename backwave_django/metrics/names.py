@@ -70,6 +70,26 @@ DATABASE_HORIZON_AGE_TRANSACTIONS = MetricSpec(
     "PostgreSQL: how many transactions old the oldest horizon holder (session, prepared "
     "transaction or replication slot) of the jobs database is; 0 when none holds one.",
 )
+LIMIT_LEASED = MetricSpec(
+    "backwave_limit_leased",
+    "gauge",
+    ("limit",),
+    "Leased jobs under the flow-control limit (its concurrency slots in use, all buckets).",
+)
+LIMIT_HELD_BACK = MetricSpec(
+    "backwave_limit_held_back",
+    "gauge",
+    ("limit",),
+    "Due Scheduled jobs the flow-control limit holds back: their bucket of it is full (or the "
+    "limit is declared by no worker).",
+)
+LIMIT_STARTED_PER_SECOND = MetricSpec(
+    "backwave_limit_started_per_second",
+    "gauge",
+    ("limit",),
+    "Claims under the flow-control limit in its current rate window, over the window's length "
+    "(0 for a limit without a rate).",
+)
 COUNTS_READ_AT = MetricSpec(
     "backwave_counts_read_timestamp_seconds",
     "gauge",
@@ -121,7 +141,8 @@ WORKER_SLOTS = MetricSpec(
 
 #: From the periodic count.
 COUNT_METRICS = (JOBS, JOBS_ENDED, QUEUE_OLDEST_DUE_AGE, WORKERS_LIVE, OBSERVER_POSITIONS_BEHIND,
-                 OBSERVER_LAG, DATABASE_HORIZON_AGE, DATABASE_HORIZON_AGE_TRANSACTIONS, COUNTS_READ_AT)
+                 OBSERVER_LAG, DATABASE_HORIZON_AGE, DATABASE_HORIZON_AGE_TRANSACTIONS, LIMIT_LEASED,
+                 LIMIT_HELD_BACK, LIMIT_STARTED_PER_SECOND, COUNTS_READ_AT)
 #: From a worker process.
 WORKER_METRICS = (JOB_OUTCOMES, JOB_TIMEOUTS, JOB_RUN, JOB_START_LATENCY, WORKER_UP,
                   WORKER_LAST_HEARTBEAT, WORKER_RUNNING, WORKER_SLOTS)

@@ -19,6 +19,8 @@ describes each read, its ordering and its cost at scale.
   settings or a stored job use a queue?) and :func:`similar_queues` (close matches of a typo);
 - :mod:`.search`: :func:`search_jobs` (the search box's needles: ids, short ids, sequence numbers,
   arguments, error text), :func:`resolve_job` (what ``backwave show`` was given) and :func:`search_notes`;
+- :mod:`.limits`: :func:`limits_overview` (each flow-control limit's bounds, use and busiest
+  buckets, with the due jobs each holds back) and :func:`held_reason` (what holds one job);
 - :mod:`.schedules`: :class:`ScheduleSnapshot` and :func:`list_schedules`, each schedule with its
   next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
@@ -121,6 +123,17 @@ from .jobs import (
     list_jobs,
     with_tags,
 )
+from .limits import (
+    MAX_LANES,
+    TOP_BUCKETS,
+    BucketUse,
+    Hold,
+    LimitOverview,
+    LimitsOverview,
+    held_reason,
+    known_limit,
+    limits_overview,
+)
 from .observers import (
     observer_cursor,
     observer_dead_letter_count,
@@ -166,6 +179,7 @@ from .workflows import (
 
 __all__ = [
     "LEASE_EXPIRED_ATTRIBUTE",
+    "MAX_LANES",
     "MAX_PAGE",
     "MAX_SUGGESTIONS",
     "PREVIEW_ROWS",
@@ -175,8 +189,10 @@ __all__ = [
     "STATE_ORDER",
     "THROUGHPUT_MINUTES",
     "THROUGHPUT_SCAN_LIMIT",
+    "TOP_BUCKETS",
     "Attempt",
     "AttemptOutcome",
+    "BucketUse",
     "Counts",
     "ExecutingJob",
     "FailedJob",
@@ -184,11 +200,14 @@ __all__ = [
     "HasKeyValue",
     "HasLabel",
     "HistoryEntry",
+    "Hold",
     "Horizon",
     "HorizonHolder",
     "JobContent",
     "JobQuery",
     "JobSnapshot",
+    "LimitOverview",
+    "LimitsOverview",
     "LinkedJob",
     "MintedInstance",
     "MonitorJob",
@@ -229,14 +248,17 @@ __all__ = [
     "has_due_jobs",
     "has_live_instance",
     "has_pending_jobs",
+    "held_reason",
     "is_queue_in_use",
     "is_worker_live",
     "job_attempts",
     "job_content",
     "job_history",
     "job_sequences",
+    "known_limit",
     "lease_expired_condition",
     "leased_queues",
+    "limits_overview",
     "linked_jobs",
     "list_jobs",
     "list_schedules",

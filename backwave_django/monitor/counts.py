@@ -18,6 +18,9 @@ retained rows (``metrics.counts.CountCache`` reads it at most once per
   the Scheduled partial index;
 - workers and observers are small tables; each observer's lag is one lookup through the
   transition log's position index;
+- the flow-control limits: :func:`.limits.limits_overview` with no buckets listed (the limits
+  table, one ``GROUP BY`` over leases, one over the starts in each window, and the due jobs
+  counted per lane through the partial index ``backwave_job_claim_lane``);
 - the horizon (PostgreSQL): one statement over the catalogs for the oldest transaction or
   snapshot holding back vacuum of the job tables (:func:`.horizon.read_horizon`).
 """
@@ -36,6 +39,7 @@ from ..database import jobs_database
 from ..models import JobRecord, JobTransition, LogSequencer, Observer, WorkerNode
 from .dashboard import queue_latency, worker_stale_after
 from .horizon import Horizon, read_horizon
+from .limits import limits_overview
 
 #: The job table, as the statements below name it.
 JOBS = JobRecord._meta.db_table
@@ -63,6 +67,16 @@ class ObserverPosition:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitCount:
+    """One flow-control limit's gauges (per limit only: buckets are never labels)."""
+
+    name: str
+    leased: int
+    held_back: int
+    started_per_second: float
+
+
+@dataclass(frozen=True, slots=True)
 class Counts:
     """One reading of the counts, at ``read_at``."""
 
@@ -77,6 +91,8 @@ class Counts:
     observers: tuple[ObserverPosition, ...]
     #: What holds back the jobs database's vacuum horizon; None off PostgreSQL.
     horizon: Horizon | None = None
+    #: Every flow-control limit, by name.
+    limits: tuple[LimitCount, ...] = ()
 
 
 def read_counts(*, now: datetime) -> Counts:
@@ -94,6 +110,10 @@ def read_counts(*, now: datetime) -> Counts:
         .count(),
         observers=_observer_positions(using, now),
         horizon=read_horizon(using),
+        limits=tuple(
+            LimitCount(limit.name, limit.leased, limit.held, limit.started_per_second)
+            for limit in limits_overview(now=now, top=0).limits
+        ),
     )
 
 

@@ -8,7 +8,7 @@ back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations: ``enqueueing`` (and ``batches``: many batches of it),
 ``claims`` (and ``flow``, ``limits``: flow control), ``leases``, ``outcomes``, ``actions``
-(operator actions), ``schedules``,
+(operator actions; ``limit_overrides``, those on flow-control limits), ``schedules``,
 ``workflows``, ``housekeeping`` and ``observers``. The hot ones (claim, enqueue, report) have two
 implementations behind one interface each (``backends``): the portable ORM path beside the
 contract here, the reference, and PostgreSQL's fast path in ``postgres/`` (its SQL files, its
@@ -54,6 +54,7 @@ from .leases import (
     release_leases,
     sweep_expired_leases,
 )
+from .limit_overrides import KEEP, Keep, clear_limit, set_limit
 from .limits import declare_limits
 from .observers import claim_observer_deliveries, report_observer_deliveries, sequence_log
 from .outcomes import PortableOutcomes, job_output, report_outcome, report_outcomes
@@ -86,12 +87,15 @@ install(
 __all__ = [
     "CANCEL_CHANNEL",
     "HINT_CHANNEL",
+    "KEEP",
     "Enqueued",
     "ExpiredLeases",
+    "Keep",
     "cancel_job",
     "check_bounds",
     "claim",
     "claim_observer_deliveries",
+    "clear_limit",
     "connect",
     "count_purgeable",
     "declare_limits",
@@ -132,6 +136,7 @@ __all__ = [
     "retry_now",
     "sequence_log",
     "set_concurrency_limit",
+    "set_limit",
     "sweep_expired_leases",
     "touch_worker",
     "transition_event",

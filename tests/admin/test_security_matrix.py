@@ -41,6 +41,7 @@ from backwave_django.admin import job_bulk
 from backwave_django.core import job_filter
 from backwave_django.models import (
     JobRecord,
+    LimitSettings,
     Observer,
     ObserverDeadLetter,
     OperatorAudit,
@@ -52,6 +53,7 @@ from tests.jobsapp import jobs
 
 from ..conftest import LEASE
 from ..faults.conftest import snapshot
+from ..flow_rows import declare, job_under, leased
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +77,9 @@ class World:
     audit: OperatorAudit
     observer: Observer
     dead_letter: ObserverDeadLetter
+    limit: LimitSettings
+    #: A due job its limit holds (its bucket is full).
+    held: JobRecord
 
     def object_for(self, model_name: str) -> Any:
         return {
@@ -85,6 +90,7 @@ class World:
             "operatoraudit": self.audit,
             "observer": self.observer,
             "observerdeadletter": self.dead_letter,
+            "limitsettings": self.limit,
         }.get(model_name)
 
 
@@ -158,6 +164,12 @@ def build_world(mark: str) -> World:
         ),
         now=now,
     )
+    # A limit with a full bucket holding a due job, overridden by an operator.
+    declare(f"{mark}-limit", concurrency=1, at=now)
+    bucket = ((f"{mark}-limit", f"{mark}-bucket"),)
+    leased(f"{mark}-limit", f"{mark}-bucket", job_under(bucket, state=JobState.LEASED, due=now), at=now)
+    held = job_under(bucket, due=now)
+    store.set_limit(f"{mark}-limit", concurrency=1, actor=f"{mark}-limiter", now=now)
     store.register_worker(
         worker_id=f"{mark}-worker",
         hostname=f"{mark}-host",
@@ -189,6 +201,8 @@ def build_world(mark: str) -> World:
             delivery_attempts=3,
             dead_lettered_at=now,
         ),
+        limit=LimitSettings.objects.get(name=f"{mark}-limit"),
+        held=held,
     )
 
 
@@ -250,6 +264,7 @@ SPEC_PERMISSIONS = {
     "view_sensitive_jobrecord",
     "trigger_recurringschedule",
     "pause_queuesettings",
+    "change_limits",
 }
 
 
@@ -264,6 +279,7 @@ def test_the_app_defines_every_spec_permission_and_the_matrix_sees_the_console()
         "operatoraudit",
         "observer",
         "observerdeadletter",
+        "limitsettings",
     ):
         assert f"{APP}_{model}_changelist" in names
         assert f"{APP}_{model}_change" in names
@@ -302,6 +318,9 @@ ROW_MARKERS = {
     "bw-sentinel-actor": {"operatoraudit"},
     "bw-sentinel-schedule": {"recurringschedule", "jobrecord"},
     "bw-sentinel-observer": {"observer", "observerdeadletter"},
+    # The limit's name (and its overriding actor, "bw-sentinel-limiter"): on the Limits page, in
+    # the audit log, and on the page of the job it holds.
+    "bw-sentinel-limit": {"limitsettings", "operatoraudit", "jobrecord"},
 }
 
 
@@ -350,6 +369,7 @@ def test_every_page_answers_each_role_without_5xx_or_data_it_may_not_see(role: s
         ("view_recurringschedule", "recurringschedule_changelist", "bw-sentinel-schedule"),
         ("view_workernode", "workernode_changelist", "bw-sentinel-worker"),
         ("view_operatoraudit", "operatoraudit_changelist", "bw-sentinel-actor"),
+        ("view_limitsettings", "limitsettings_changelist", "bw-sentinel-limit"),
     ],
 )
 def test_each_view_permission_shows_its_own_rows(
@@ -433,6 +453,13 @@ def _posts(world: World) -> list[Post]:
             {"action": "pause", "queue": [queue], "create": "yes"},
         ),
         Post("remove-button", "pause_queuesettings", f"{base}/queuesettings/{queue}/remove/", {}),
+        Post(
+            "override-limit",
+            "change_limits",
+            f"{base}/limitsettings/override/",
+            {"name": world.limit.name, "concurrency": "3", "rate": "", "period": "1"},
+        ),
+        Post("clear-limit", "change_limits", f"{base}/limitsettings/clear/", {"name": world.limit.name}),
         # Actions over a whole filter: the filter in the URL, the confirmation in the body.
         Post(
             "requeue-all",
@@ -490,6 +517,8 @@ POST_IDS = [
     "limit-button",
     "bulk-pause",
     "remove-button",
+    "override-limit",
+    "clear-limit",
     "requeue-all",
     "retry-now-all",
     "cancel-all",
@@ -564,6 +593,7 @@ def test_rows_are_never_added_changed_or_deleted_as_raw_rows(world: World) -> No
         "operatoraudit",
         "observer",
         "observerdeadletter",
+        "limitsettings",
     ):
         obj = world.object_for(model)
         for url in (f"/admin/{APP}/{model}/add/", f"/admin/{APP}/{model}/{obj.pk}/change/"):
@@ -622,6 +652,7 @@ def test_markup_in_every_user_controlled_value_is_shown_escaped() -> None:
     pages += [
         f"/admin/{APP}/jobrecord/{world.finished.pk}/change/",
         f"/admin/{APP}/jobrecord/{world.dead.pk}/change/",
+        f"/admin/{APP}/jobrecord/{world.held.pk}/change/",
         f"/admin/{APP}/jobrecord/?q={XSS}",
         f"/admin/{APP}/jobrecord/?retrying=1",
         f"/admin/{APP}/jobrecord/?queue={XSS}-dlq",
