@@ -231,3 +231,44 @@ def check_flow(
         + check_flow_keys(snapshot, events)
         + check_flow_slots(snapshot, limits)
     )
+
+
+def flow_figures(snapshot: Snapshot, limits: Mapping[str, FlowLimit]) -> dict[str, dict[str, int]]:
+    """Per limit: its jobs, their claims, and the highest count the audit saw in one bucket (live
+    leases at a claim for a concurrency, claims in one window for a rate) — how hard the run
+    pressed on each bound. Partitioned jobs are counted under ``"(partitioned)"``."""
+    figures: dict[str, dict[str, int]] = {
+        name: {"jobs": 0, "claims": 0, "peak": 0} for name in [*limits, "(partitioned)"]
+    }
+    live: dict[Bucket, list[tuple[int, int]]] = defaultdict(list)
+    starts: dict[Bucket, list[int]] = defaultdict(list)
+    for job, row in snapshot.jobs.items():
+        log = snapshot.transitions.get(job, [])
+        claims = [entry for entry in log if entry.state == LEASED]
+        names = [b[0] for b in _buckets(row) if b[0] in limits] + (["(partitioned)"] if row.partition else [])
+        for name in names:
+            figures[name]["jobs"] += 1
+            figures[name]["claims"] += len(claims)
+        for bucket in _buckets(row):
+            limit = limits.get(bucket[0])
+            if limit is None:
+                continue
+            if limit.concurrency is not None:
+                for start, end in lease_intervals(log):
+                    live[bucket].append((start, 1))
+                    if end is not None:
+                        live[bucket].append((end, -1))
+            if limit.rate is not None:
+                starts[bucket] += [_micros(entry.recorded_at) for entry in claims]
+    for bucket, steps in live.items():
+        count = 0
+        for _, step in sorted(steps):
+            count += step
+            figures[bucket[0]]["peak"] = max(figures[bucket[0]]["peak"], count)
+    for bucket, times in starts.items():
+        times.sort()
+        period = _micros(limits[bucket[0]].period)
+        for index, t in enumerate(times):
+            in_window = index - bisect.bisect_right(times, t - period) + 1
+            figures[bucket[0]]["peak"] = max(figures[bucket[0]]["peak"], in_window)
+    return figures
