@@ -26,7 +26,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, help="client processes (short 2, long 4)")
     parser.add_argument("--drain-bound", type=float, help="seconds the drain may take (short 45, long 180)")
     parser.add_argument("--artifacts", type=Path, default=Path("torture-artifacts"))
-    parser.add_argument("--sabotage", choices=["fence"], default="", help="break the product on purpose")
+    parser.add_argument("--sabotage", choices=["fence", "limits"], default="", help="break the product on purpose")
     parser.add_argument("--no-chaos", action="store_true", help="no kills, stops or backend terminations")
     parser.add_argument(
         "--restarts",
