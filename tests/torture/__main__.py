@@ -43,6 +43,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0.1,
         help="chance a worker sends an outcome batch twice, as after a lost acknowledgement (default 0.1)",
     )
+    parser.add_argument(
+        "--flow-share",
+        type=float,
+        default=0.3,
+        help="share of enqueues (and of batches) that are limited or partitioned jobs (default 0.3)",
+    )
     parser.add_argument("--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run")
     args = parser.parse_args(argv)
     for name in ("duration", "workers", "clients", "drain_bound"):
@@ -51,6 +57,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {value}")
     if not 0 <= args.duplicate_delivery <= 1:
         parser.error(f"--duplicate-delivery must be between 0 and 1, got {args.duplicate_delivery}")
+    if not 0 <= args.flow_share <= 1:
+        parser.error(f"--flow-share must be between 0 and 1, got {args.flow_share}")
     if args.database and not args.database.startswith("bw_torture"):
         parser.error("--database must start with 'bw_torture' (it is dropped and recreated)")
     return args
@@ -79,6 +87,7 @@ def main(argv: list[str]) -> int:
         database=args.database,
         keep_artifacts=args.keep_artifacts,
         duplicate_delivery=args.duplicate_delivery,
+        flow_share=args.flow_share,
     )
     logging.getLogger("torture").info("seed %d (replay with --seed %d)", seed, seed)
     runner = Runner(config)

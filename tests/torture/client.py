@@ -33,7 +33,8 @@ QUEUES = ("torture-a", "torture-b", "torture-gov", "torture-p")
 GOVERNED_QUEUE = "torture-gov"
 PAUSABLE_QUEUE = "torture-p"
 #: The share of single enqueues, and of batches, that are flow-controlled jobs (limited or
-#: partitioned, tests/torture/jobs.py), and the queues they go to.
+#: partitioned, tests/torture/jobs.py) unless the runner's --flow-share says otherwise, and the
+#: queues they go to.
 FLOW_SHARE = 0.3
 FLOW_QUEUES = ("torture-a", "torture-b", PAUSABLE_QUEUE)
 FLOW_KINDS = ("keyed", "shared", "rated", "tenant")
@@ -51,6 +52,7 @@ class Client:
         self.index = int(options["index"])
         self.seed = int(options["seed"])
         self.deadline = float(options["deadline"])  # set by main() from the start signal
+        self.flow_share = float(options.get("flow_share", FLOW_SHARE))
         self.dice = random.Random(f"{self.seed}:client:{self.index}")
         self.journal = journal
         self.actor = f"torture-op-{self.index}"
@@ -210,7 +212,7 @@ class Client:
             definition: Any = work_async if dice.random() < 0.2 else work
             arguments: dict[str, Any] = {}
             options: dict[str, Any] = {}
-            if dice.random() < FLOW_SHARE:
+            if dice.random() < self.flow_share:
                 definition, arguments, options, keys, partition = self._flow_job(dice.choice(FLOW_KINDS))
                 queue = fields["queue"] = dice.choice(FLOW_QUEUES)
                 fields.update(limit_keys=keys, partition=partition)
@@ -245,7 +247,7 @@ class Client:
         from .jobs import work
 
         # Some batches are all flow-controlled jobs of one kind: bursts a limit has to hold back.
-        kind = self.dice.choice(FLOW_KINDS) if self.dice.random() < FLOW_SHARE else None
+        kind = self.dice.choice(FLOW_KINDS) if self.dice.random() < self.flow_share else None
         prepared: list[Any] = []
         expected: list[dict[str, Any]] = []
         for _ in range(self.dice.randint(2, 10)):

@@ -151,7 +151,7 @@ async def work_async(
 
 KEYED = Limit("torture-keyed", concurrency=2, key="bucket")
 SHARED = Limit("torture-shared", concurrency=3)
-RATED = Limit("torture-rated", rate=5, period=1.0, key="bucket")
+RATED = Limit("torture-rated", rate=3, period=2.0, key="bucket")
 FLOW_LIMITS = (KEYED, SHARED, RATED)
 KEYED_BUCKETS = ("k0", "k1", "k2")
 RATED_BUCKETS = ("r0", "r1")

@@ -86,6 +86,7 @@ class RunConfig:
     database: str = ""
     keep_artifacts: bool = False
     duplicate_delivery: float = 0.1
+    flow_share: float = 0.3
 
 
 @dataclass
@@ -381,6 +382,7 @@ class Runner:
                 "seed": config.seed,
                 "journal": str(self.dir / f"client-{index}.jsonl"),
                 "go": str(go),
+                "flow_share": config.flow_share,
             }
             log = (self.dir / f"client-{index}.log").open("wb")
             self.clients.append(
@@ -706,6 +708,7 @@ class Runner:
             "replay": f"python -m tests.torture --mode {self.config.mode} --seed {self.config.seed} "
             f"--duration {self.config.duration:g} --workers {self.config.workers} --clients {self.config.clients}"
             + f" --duplicate-delivery {self.config.duplicate_delivery:g}"
+            + f" --flow-share {self.config.flow_share:g}"
             + (f" --sabotage {self.config.sabotage}" if self.config.sabotage else ""),
         }
         (self.dir / "run.json").write_text(json.dumps(run, indent=2))

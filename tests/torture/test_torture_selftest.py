@@ -68,7 +68,8 @@ def test_disabling_the_lease_fence_turns_the_torture_red(tmp_path: Path) -> None
 
 
 def test_skipping_the_flow_claims_bucket_check_turns_the_torture_red(tmp_path: Path) -> None:
-    code, violations, output = torture(tmp_path, "--sabotage", "limits")
+    # Mostly limited jobs, so that a 6-second run presses on every bound.
+    code, violations, output = torture(tmp_path, "--sabotage", "limits", "--flow-share", "0.8")
     assert code == 1, output
     oracles = {v["oracle"] for v in violations}
     # Claims that no longer count what a bucket holds: more Leased at once, or more claims in a
@@ -76,7 +77,8 @@ def test_skipping_the_flow_claims_bucket_check_turns_the_torture_red(tmp_path: P
     assert oracles & {"FlowConcurrency", "FlowRate"}, output
 
 
-def test_the_same_run_without_sabotage_is_clean(tmp_path: Path) -> None:
-    code, violations, output = torture(tmp_path)
+@pytest.mark.parametrize("flow_share", ["0.3", "0.8"])
+def test_the_same_run_without_sabotage_is_clean(tmp_path: Path, flow_share: str) -> None:
+    code, violations, output = torture(tmp_path, "--flow-share", flow_share)
     assert code == 0, output
     assert violations == []
