@@ -36,7 +36,7 @@ PAUSABLE_QUEUE = "torture-p"
 #: partitioned, tests/torture/jobs.py) unless the runner's --flow-share says otherwise, and the
 #: queues they go to.
 FLOW_SHARE = 0.3
-FLOW_QUEUES = ("torture-a", "torture-b", PAUSABLE_QUEUE)
+FLOW_QUEUES = ("torture-a", "torture-b", PAUSABLE_QUEUE, GOVERNED_QUEUE)
 FLOW_KINDS = ("keyed", "shared", "rated", "tenant")
 #: Some jobs spin this long after their work, with a time limit of SPIN_TIMEOUT seconds: they time out.
 SPIN_MS = 600
