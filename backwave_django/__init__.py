@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         enqueue_many as enqueue_many,
     )
     from .context import JobCancelled as JobCancelled, JobContext as JobContext, current_job as current_job
+    from .core.limits import Limit as Limit
     from .core.observing import (
         ObserverDisposition as ObserverDisposition,
         TransitionEvent as TransitionEvent,
@@ -106,6 +107,7 @@ _EXPORTS: dict[str, str] = {
         "backwave_django.core.outcomes",
     ),
     "RetryPolicy": "backwave_django.core.retry",
+    "Limit": "backwave_django.core.limits",
     **dict.fromkeys(
         ["EnqueueError", "WorkflowError", "OutputTooLarge", "Snooze", "Discard", "JobTimeout"],
         "backwave_django.exceptions",

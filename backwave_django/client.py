@@ -22,6 +22,7 @@ from . import clock, signals, store, tracing
 from .core.callables import P, R
 from .core.frozen import copy_unchecked
 from .core.ids import job_id_for_key, uuid7
+from .core.limits import LimitKeys, require_bucket
 from .core.outcomes import NewJob
 from .core.policy import resolve_policy
 from .core.states import DependencyMode, EnqueueResult
@@ -79,7 +80,9 @@ class JobWithOptions(Generic[P, R]):
     jobs from it.
     """
 
-    __slots__ = ("_job_id", "_sender", "_template", "_unique", "definition")
+    __slots__ = (
+        "_flow", "_job_id", "_limit_keys", "_partition", "_sender", "_template", "_unique", "definition"
+    )
 
     def __init__(
         self,
@@ -97,6 +100,8 @@ class JobWithOptions(Generic[P, R]):
         priority: int | None = None,
         unique: Unique | None = None,
         trace_context: str | None = None,
+        partition: str | None = None,
+        limit_keys: Mapping[str, str] | None = None,
     ) -> None:
         policy = resolve_policy(
             definition.policy,
@@ -122,9 +127,16 @@ class JobWithOptions(Generic[P, R]):
         for index, parent in enumerate(parents):
             if not isinstance(parent, uuid.UUID):
                 raise TypeError(f"parents[{index}] must be a uuid.UUID, got {type(parent).__name__}")
+        if partition is not None:
+            require_bucket("partition", partition)
+        chosen = None if limit_keys is None else definition.check_limit_keys(limit_keys)
         self.definition = definition
         self._job_id = job_id
         self._unique = unique
+        self._partition = partition
+        self._limit_keys = chosen
+        #: Whether each job's partition or buckets come from its arguments (plain jobs: never).
+        self._flow = bool(definition.limits) or (definition.partition is not None and partition is None)
         # The job every prepare() copies: its id and payload are placeholders; a relative due time
         # is fixed by enqueue_many (NewJob.due_at).
         self._template = NewJob(
@@ -142,10 +154,11 @@ class JobWithOptions(Generic[P, R]):
             timeout=policy.timeout,
             priority=policy.priority,
             trace_context=trace_context,
+            partition=partition,
         )
         # Its jobs' job_enqueued names the definition's class as its sender (see announce_enqueued).
         self._sender = type(definition)
-        if job_id is None and unique is None:
+        if job_id is None and unique is None and not self._flow:
             # What every job of these options shares beyond the checked fields: prepare() then
             # copies in only the id and the payload (docs/performance.md, "Keyword arguments: a
             # `prepare()` that binds by sets").
@@ -158,8 +171,14 @@ class JobWithOptions(Generic[P, R]):
         payload, payload_json = definition.encode_stored(args, kwargs)
         key = self._job_id
         unique = self._unique
-        if key is None and unique is None:  # the template carries the rest (see __init__)
+        if key is None and unique is None and not self._flow:  # the template carries the rest (see __init__)
             return copy_unchecked(self._template, job_id=uuid7(), payload=payload, _payload_json=payload_json)
+        partition: str | None = self._template.partition
+        limit_keys: LimitKeys = ()
+        if self._flow:
+            partition, limit_keys = definition.flow(
+                args, kwargs, partition=self._partition, chosen=self._limit_keys
+            )
         if key is None:
             job_id = uuid7()
         elif isinstance(key, str):
@@ -174,6 +193,8 @@ class JobWithOptions(Generic[P, R]):
             unique=None if unique is None else definition.unique_key(unique, args, kwargs),
             id_is_new=key is None,
             _sender=self._sender,
+            partition=partition,
+            limit_keys=limit_keys,
         )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> EnqueueReceipt:

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, Protocol, 
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import job_flow
 from .core import actors
 from .core.binding import CallShape
 from .core.callables import P, R
 from .core.encoding import json_bytes, plain_json
+from .core.limits import KeySource, Limit, LimitKeys, LimitValues, agreeing
 from .core.policy import JobPolicy, resolve_policy
 from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy, job_retry_policy
 from .core.states import DependencyMode
@@ -86,6 +88,10 @@ class JobDefinition(Generic[P, R]):
     max_attempts: int | None = None
     #: Claim order within the queue (-100…100, higher first) unless an enqueue says otherwise.
     priority: int = 0
+    #: Flow control (docs/flow-control.md): the limits its jobs are under, and where a job's
+    #: partition comes from (an argument's name or a callable; None: no partition).
+    limits: tuple[Limit, ...] = ()
+    partition: KeySource | None = None
 
     # The cached properties below are computed once per definition: ``cached_property`` stores
     # into the instance's ``__dict__`` directly, which a frozen dataclass without slots allows.
@@ -120,6 +126,8 @@ class JobDefinition(Generic[P, R]):
         priority: int | None = None,
         unique: Unique | None = None,
         trace_context: str | None = None,
+        partition: str | None = None,
+        limit_keys: Mapping[str, str] | None = None,
     ) -> JobWithOptions[P, R]:
         """Per-enqueue options: ``.using(queue=..., run_after=..., ...).enqueue(...)``.
 
@@ -127,7 +135,8 @@ class JobDefinition(Generic[P, R]):
         override the ``@job``'s own for this job (:attr:`policy`); ``unique`` makes the enqueue a
         no-op while a conflicting job exists; ``trace_context`` (a W3C ``traceparent``) is stored
         instead of the current span's (docs/tracing.md). They are checked here, before anything
-        is written.
+        is written. ``partition`` and ``limit_keys`` (``{limit name: bucket}``) set the job's
+        partition and buckets instead of the ones its arguments give (docs/flow-control.md).
         """
         from .client import JobWithOptions
 
@@ -145,7 +154,38 @@ class JobDefinition(Generic[P, R]):
             priority=priority,
             unique=unique,
             trace_context=trace_context,
+            partition=partition,
+            limit_keys=limit_keys,
         )
+
+    @cached_property
+    def has_flow(self) -> bool:
+        """Whether its jobs have limits or a partition (a plain job's enqueue skips all of it)."""
+        return bool(self.limits) or self.partition is not None
+
+    def flow(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        partition: str | None = None,
+        chosen: Mapping[str, str] | None = None,
+    ) -> tuple[str | None, LimitKeys]:
+        """The partition and buckets of a job called with these arguments: ``partition`` and
+        ``chosen`` (``.using(partition=..., limit_keys=...)``) win over what the arguments give."""
+        return job_flow.partition_and_buckets(self, args, kwargs, partition, chosen)
+
+    def schedule_flow(self, payload: Any) -> dict[str, Any]:
+        """The ``partition`` and ``limit_keys`` of a ``ScheduleSpec`` of this job with this stored
+        payload (what each minted instance is stored with); empty for a plain job."""
+        if not self.has_flow:
+            return {}
+        partition, keys = self.flow(*self.decode(payload))
+        return {"partition": partition, "limit_keys": keys}
+
+    def check_limit_keys(self, chosen: object) -> dict[str, str]:
+        """``.using(limit_keys=...)``: a mapping of this job's limit names to buckets."""
+        return job_flow.checked_limit_keys(self, chosen)
 
     @cached_property
     def policy(self) -> JobPolicy:
@@ -361,6 +401,8 @@ def job(
     retry_on: Sequence[type[BaseException]] | None = ...,
     discard_on: Sequence[type[BaseException]] = ...,
     priority: int = ...,
+    limits: Sequence[Limit] = ...,
+    partition: KeySource | None = ...,
 ) -> Callable[[Callable[P, R]], JobDefinition[P, R]]: ...
 @overload
 def job(
@@ -376,6 +418,8 @@ def job(
     retry_on: Sequence[type[BaseException]] | None = ...,
     discard_on: Sequence[type[BaseException]] = ...,
     priority: int = ...,
+    limits: Sequence[Limit] = ...,
+    partition: KeySource | None = ...,
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobDefinition[P, R]]: ...
 def job(
     wire_name: str,
@@ -390,6 +434,8 @@ def job(
     retry_on: Sequence[type[BaseException]] | None = None,
     discard_on: Sequence[type[BaseException]] = (),
     priority: int = 0,
+    limits: Sequence[Limit] = (),
+    partition: KeySource | None = None,
 ) -> Callable[[Callable[..., Any]], JobDefinition[Any, Any]]:
     """Declare a job type: ``@job("send-invoice", queue="billing", max_attempts=5)``.
 
@@ -418,6 +464,7 @@ def job(
     retried = None if retry_on is None else exception_classes("retry_on", retry_on)
     discarded = exception_classes("discard_on", discard_on)
     default_tags = tuple(tag_from_pair(p) for p in normalize_tags(tags))
+    limits, partition = job_flow.checked_options(wire_name, limits, partition)
 
     def register(func: Callable[..., Any]) -> JobDefinition[Any, Any]:
         if not callable(func):
@@ -440,7 +487,10 @@ def job(
             discard_on=discarded,
             max_attempts=max_attempts,
             priority=priority,
+            limits=limits,
+            partition=partition,
         )
+        job_flow.require_declaration(definition, declared_limits(excluding=wire_name))
         existing = _REGISTRY.get(wire_name)
         if existing is not None and _origin(existing.func) != _origin(func):
             raise ImproperlyConfigured(
@@ -463,6 +513,19 @@ def exception_classes(name: str, classes: object) -> tuple[type[BaseException], 
         if not (isinstance(item, type) and issubclass(item, BaseException)):
             raise TypeError(f"{name}[{index}] must be an exception class, got {item!r}")
     return tuple(classes)
+
+
+#: ``@job(limits=...)`` checked (kept here too: the Tasks backend checks a task's limits with it).
+limit_list = job_flow.limit_list
+
+
+def declared_limits(*, excluding: str | None = None) -> dict[str, LimitValues]:
+    """Every limit the registered jobs declare, by name (all declarations of a name agree)."""
+    declared: dict[str, LimitValues] = {}
+    for wire_name, definition in _REGISTRY.items():
+        if wire_name != excluding:
+            declared = agreeing(definition.limits, declared)
+    return declared
 
 
 def _origin(func: Callable[..., Any]) -> str:

@@ -44,6 +44,7 @@ except ImportError as exc:  # Django < 6.0 has no django.tasks
 from . import clock, registry
 from .conf import get_settings
 from .context import JobContext
+from .core.limits import KeySource, Limit
 from .core.outcomes import Outcome, outcome_effect
 from .core.retry import DEFAULT_MAX_ATTEMPTS, Backoff, RetryPolicy
 from .core.states import JobState
@@ -102,12 +103,16 @@ class BackWaveTask(_TaskBase):
     #: Exceptions that retry (None: all but ``discard_on``) and that dead-letter at once.
     retry_on: Sequence[type[BaseException]] | None = None
     discard_on: Sequence[type[BaseException]] = ()
+    #: Flow control (docs/flow-control.md): the limits its jobs are under, and their partition
+    #: (an argument's name or a callable), as for ``@job(limits=..., partition=...)``.
+    limits: Sequence[Limit] = ()
+    partition: KeySource | None = None
 
     def __post_init__(self) -> None:
         # Lists would make the frozen dataclass unhashable; the values are validated by the backend.
         if isinstance(self.tags, list):
             object.__setattr__(self, "tags", tuple(tuple(t) if isinstance(t, list) else t for t in self.tags))
-        for name in ("backoff", "retry_on", "discard_on"):
+        for name in ("backoff", "retry_on", "discard_on", "limits"):
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         Task.__post_init__(self)  # the backend's validate_task(); zero-arg super() breaks with slots
@@ -142,6 +147,8 @@ def _register(task: BackWaveTask) -> None:
         "timeout": task.timeout,
         "retry_on": task.retry_on,
         "discard_on": task.discard_on,
+        "limits": task.limits,
+        "partition": task.partition,
     }
     # With takes_context the payload binds to the signature after Django's ``context`` parameter.
     declare: Any = registry.job  # (its overloads are typed for literal takes_context values)
@@ -329,6 +336,7 @@ class BackWaveBackend(BaseTaskBackend):
             if task.retry_on is not None:
                 registry.exception_classes("retry_on", task.retry_on)
             registry.exception_classes("discard_on", task.discard_on)
+            registry.limit_list(task.job_wire_name, task.limits)
         except (TypeError, ValueError) as exc:
             raise InvalidTask(f"Task {task.module_path}: {exc}") from None
         wire_name = task.job_wire_name

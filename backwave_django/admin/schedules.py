@@ -164,6 +164,7 @@ class RecurringScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 max_attempts=policy.max_attempts,
                 backoff=policy.backoff,
                 timeout=policy.timeout,
+                **(definition.schedule_flow(data["payload"]) if definition else {}),
             )
         except (TypeError, ValueError) as exc:
             self.add_error(None, str(exc))

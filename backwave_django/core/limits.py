@@ -216,3 +216,23 @@ def in_force(declared: LimitValues | None, override: LimitValues | None) -> Limi
 def describe_bucket(name: str, bucket: str) -> str:
     """``"limit stripe, bucket acme"`` (``"limit stripe"`` for a limit without a key)."""
     return f"limit {name}" if bucket == WHOLE_LIMIT else f"limit {name}, bucket {bucket}"
+
+
+def flow_columns(partition: str | None, keys: LimitKeys) -> dict[str, Any]:
+    """What a job row (or a schedule's row, for its instances) stores for this partition and
+    these buckets: ``partition``, ``limit_keys`` (``[[name, bucket], ...]``, None for none) and
+    ``lane``."""
+    return {
+        "partition": partition,
+        "limit_keys": [list(pair) for pair in keys] or None,
+        "lane": lane_of(partition, keys),
+    }
+
+
+def stored_limit_keys(value: object) -> LimitKeys:
+    """A stored ``limit_keys`` column (``[[name, bucket], ...]`` or null) as :data:`LimitKeys`."""
+    if not value:
+        return ()
+    if not isinstance(value, list):
+        raise TypeError(f"limit_keys must be a list of [name, bucket] pairs, got {value!r}")
+    return tuple((str(name), str(bucket)) for name, bucket in value)

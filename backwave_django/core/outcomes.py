@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 from .encoding import json_bytes
 from .frozen import copy_unchecked
-from .limits import LimitKeys, lane_of, require_bucket
+from .limits import WHOLE_LIMIT, LimitKeys, lane_of, require_bucket
 from .policy import resolve_policy
 from .states import CatchUp, DependencyMode, JobState
 from .tags import Tag, TagPair, normalize_tags, tag_from_pair
@@ -324,7 +324,8 @@ def _normalize_limit_keys(value: object) -> LimitKeys:
         name = validate_queue_name(pair[0], "limit_keys name")
         if name in pairs:
             raise ValueError(f"limit_keys names the limit {name!r} twice")
-        pairs[name] = require_bucket(f"limit_keys[{name!r}]", pair[1])
+        bucket = pair[1]  # WHOLE_LIMIT: the one bucket of a limit without key
+        pairs[name] = bucket if bucket == WHOLE_LIMIT else require_bucket(f"limit_keys[{name!r}]", bucket)
     return tuple(sorted(pairs.items()))
 
 
@@ -434,9 +435,17 @@ class ScheduleSpec:
     max_attempts: int | None = None
     backoff: tuple[float, ...] | None = None
     timeout: float | None = None
+    #: Flow control: the partition and buckets each minted instance is stored with
+    #: (``JobDefinition.flow`` of the payload; docs/flow-control.md).
+    partition: str | None = None
+    limit_keys: LimitKeys = ()
 
     def __post_init__(self) -> None:
         _normalize_policy(self)
+        if self.partition is not None:
+            require_bucket("partition", self.partition)
+        if self.limit_keys:
+            object.__setattr__(self, "limit_keys", _normalize_limit_keys(self.limit_keys))
         validate_schedule_id(self.schedule_id)
         _require_str("cron", self.cron)
         _require_str("wire_name", self.wire_name)

@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 
 from django.db.models import Count, Exists, F, OuterRef, QuerySet, Value
 
+from ..core.limits import LimitKeys, stored_limit_keys
 from ..core.states import DependencyMode, JobState
 from ..core.tags import Tag, TagPair, tag_from_pair
 from ..core.validation import require_count, require_uuid
@@ -232,6 +233,12 @@ class JobSnapshot:
     progress: Any
     #: The W3C ``traceparent`` the job was enqueued under, or None (docs/tracing.md).
     trace_context: str | None = None
+    #: Flow control (docs/flow-control.md): its partition, or None, and its buckets
+    #: (``((limit name, bucket), ...)``, sorted by name; empty for a job under no limit).
+    partition: str | None = None
+    limit_keys: LimitKeys = ()
+    #: The lane it is claimed from (``core.limits.lane_of``; 0 for a plain job).
+    lane: int = 0
     #: ``(key, value)`` pairs, a label's key being ``""``, in code-point order.
     tags: tuple[TagPair, ...] = field(default=())
     #: Whether ``payload`` and ``output`` were read (``content=True``).
@@ -288,6 +295,7 @@ def _rows(
         fields: dict[str, Any] = dict(zip(COLUMNS, row[: len(COLUMNS)], strict=True))
         fields["state"] = JobState(fields["state"])
         fields["mode"] = DependencyMode(fields["mode"])
+        fields["limit_keys"] = stored_limit_keys(fields["limit_keys"])
         if content:
             fields.update(zip(CONTENT_COLUMNS, row[len(COLUMNS) :], strict=True), content_read=True)
         sequence = row[0]

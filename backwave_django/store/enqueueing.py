@@ -14,11 +14,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError
 
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors
+from ..core.limits import flow_columns
 from ..core.outcomes import PREPARED_NOT_DUE, NewJob
 from ..core.policy import policy_columns
 from ..core.states import DependencyMode, EnqueueResult, HistoryPolicy, JobState
@@ -232,6 +234,7 @@ def _insert_many(
             workflow_id=workflow_id,
             trace_context=new_job.trace_context,
             **policy_columns(new_job.max_attempts, new_job.backoff, new_job.timeout, settings),
+            **_flow_columns(new_job),
         )
         planned.append(_Planned(new_job, record, live))
         mark_accepted(new_job, existing, holders)
@@ -240,6 +243,14 @@ def _insert_many(
     if planned:
         _write_planned(planned, now, settings, using)
     return [Enqueued(r, job_id) for r, job_id in zip(results, stands_for, strict=True) if r is not None]
+
+
+def _flow_columns(new_job: NewJob) -> dict[str, Any]:
+    """The flow-control columns of a job with a partition or buckets; nothing for a plain job (its
+    row keeps the columns' defaults)."""
+    if new_job.partition is None and not new_job.limit_keys:
+        return {}
+    return flow_columns(new_job.partition, new_job.limit_keys)
 
 
 def initial_state(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors, planner
 from ..core.cron import CronExpression
+from ..core.limits import PLAIN_LANE, flow_columns
 from ..core.outcomes import ScheduleSpec
 from ..core.policy import policy_columns
 from ..core.states import LIVE_STATES, CatchUp, HistoryPolicy, JobState, OperatorAction, TriggerScheduleResult
@@ -59,6 +60,7 @@ def upsert_schedule(
         "max_attempts": spec.max_attempts,
         "backoff": None if spec.backoff is None else list(spec.backoff),
         "timeout": spec.timeout,
+        **flow_columns(spec.partition, spec.limit_keys),
     }
     using = jobs_database()
 
@@ -194,13 +196,18 @@ def _insert_instances(
     """
     if not ticks:
         return 0
-    wire_name, payload, queue, max_attempts, backoff, timeout = (
+    wire_name, payload, queue, max_attempts, backoff, timeout, partition, limit_keys, lane = (
         RecurringSchedule.objects.using(using)
         .filter(schedule_id=schedule_id)
-        .values_list("wire_name", "payload", "queue", "max_attempts", "backoff", "timeout")
+        .values_list(
+            "wire_name", "payload", "queue", "max_attempts", "backoff", "timeout",
+            "partition", "limit_keys", "lane",
+        )
         .get()
     )
     policy = policy_columns(max_attempts, backoff, timeout, settings)
+    if lane != PLAIN_LANE:  # instances of a schedule under flow control carry its columns
+        policy.update(partition=partition, limit_keys=limit_keys, lane=lane)
     ids = {tick: planner.instance_id(schedule_id, tick) for tick in ticks}
     present = set(
         JobRecord.objects.using(using).filter(job_id__in=ids.values()).values_list("job_id", flat=True)

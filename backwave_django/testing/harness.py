@@ -374,6 +374,7 @@ class BackWaveHarness(JobAssertions):
                 max_attempts=policy.max_attempts,
                 backoff=policy.backoff,
                 timeout=policy.timeout,
+                **definition.schedule_flow(payload),
             ),
             now=self._now,
         )

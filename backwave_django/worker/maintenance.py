@@ -84,11 +84,12 @@ def settings_schedule_spec(schedule_id: str, options: Mapping[str, Any]) -> Sche
     """
     definition = get(options["job"])
     policy = definition.policy if definition else DEFAULT_POLICY
+    payload = {"args": list(options.get("args", [])), "kwargs": dict(options.get("kwargs", {}))}
     return ScheduleSpec(
         schedule_id=schedule_id,
         cron=options["cron"],
         wire_name=options["job"],
-        payload={"args": list(options.get("args", [])), "kwargs": dict(options.get("kwargs", {}))},
+        payload=payload,
         queue=options.get("queue") or policy.queue,
         time_zone=options.get("time_zone"),
         catch_up=CatchUp[str(options.get("catch_up", "skip")).upper()],
@@ -96,6 +97,7 @@ def settings_schedule_spec(schedule_id: str, options: Mapping[str, Any]) -> Sche
         max_attempts=policy.max_attempts,
         backoff=policy.backoff,
         timeout=policy.timeout,
+        **(definition.schedule_flow(payload) if definition else {}),
     )
 
 

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from backwave_django import Discard, JobContext, Snooze, current_job, job
+from backwave_django import Discard, JobContext, Limit, Snooze, current_job, job
 
 from . import harness_jobs  # noqa: F401  (the virtual-time harness tests' jobs register here too)
 
@@ -168,3 +168,28 @@ def swallows_timeout() -> str:
             sum(range(100))
     except BaseException:  # a handler that catches everything, JobTimeout included
         return "carried on"
+
+
+# --- Flow control (docs/flow-control.md): jobs under limits and partitions --------------------
+
+
+@job("test.limited-sync", limits=[Limit("customer-sync", concurrency=1, key="customer_id")])
+def limited_sync(customer_id: str, seconds: float = 0.0, marker: str | None = None) -> str:
+    """At most one Leased per customer: marks ``start``/``end <customer>`` in ``marker`` around a sleep."""
+    _mark(marker, f"start {customer_id}")
+    time.sleep(seconds)
+    _mark(marker, f"end {customer_id}")
+    return customer_id
+
+
+@job("test.rated-call", limits=[Limit("payment-api", rate=5, period=1.0)])
+def rated_call(account: str, marker: str | None = None) -> str:
+    """At most 5 claims per second in all, whatever the account: marks ``call <account>``."""
+    _mark(marker, f"call {account}")
+    return account
+
+
+@job("test.tenant-import", partition="tenant")
+def tenant_import(tenant: str, n: int) -> int:
+    """Claimed round-robin across tenants (fair dispatch)."""
+    return n

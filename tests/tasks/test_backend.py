@@ -19,7 +19,7 @@ from django.tasks.base import Task
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
 from django.utils import timezone
 
-from backwave_django import operator, registry, store
+from backwave_django import Limit, operator, registry, store
 from backwave_django.core.outcomes import Failure, Unroutable
 from backwave_django.core.states import JobState
 from backwave_django.models import JobRecord, JobTag
@@ -492,3 +492,29 @@ def test_run_after_in_the_past_is_accepted_and_due_at_once() -> None:
     result = tasks.add.using(run_after=past).enqueue(1, 2)
 
     assert job_row(result.id).due_time == past
+
+
+def limited_plain(customer_id: str, n: int = 0) -> int:
+    return n
+
+
+def test_a_task_under_limits_and_a_partition_stores_its_buckets() -> None:
+    declared = task(  # type: ignore[call-overload]
+        wire_name="test.tasks.limited",
+        limits=[Limit("customer-sync", concurrency=1, key="customer_id")],
+        partition=lambda customer_id, n=0: f"tenant-{n}",
+    )(limited_plain)
+    try:
+        definition = registry.get("test.tasks.limited")
+        assert definition is not None
+        assert [limit.name for limit in definition.limits] == ["customer-sync"]
+        result = declared.enqueue("acme", n=3)
+        stored = JobRecord.objects.values_list("partition", "limit_keys").get(job_id=uuid.UUID(result.id))
+        assert stored == ("tenant-3", [["customer-sync", "acme"]])
+    finally:
+        registry.unregister("test.tasks.limited")
+
+
+def test_a_task_with_bad_limits_is_refused() -> None:
+    with pytest.raises(InvalidTask, match=r"limits\[0\] must be a Limit"):
+        task(wire_name="test.tasks.bad-limits", limits=["stripe"])(limited_plain)  # type: ignore[call-overload]

@@ -17,6 +17,7 @@ from typing import Any
 
 from ....conf import BackWaveSettings
 from ....core import actors
+from ....core.limits import flow_columns
 from ....core.outcomes import NewJob
 from ....core.policy import policy_columns
 from ....core.states import EnqueueResult, HistoryPolicy
@@ -72,16 +73,35 @@ _UNTAGGED = {
 }
 
 
+def _flow_forms() -> dict[str, str]:
+    """Each statement above in its form for a batch with a job under flow control: the same parts
+    with ``ENQUEUE_FLOW_ROWS`` / ``ENQUEUE_ONE_FLOW_ROWS``, which also write the jobs' partition,
+    buckets and lane. A batch of plain jobs never uses them (its rows keep the columns' defaults)."""
+    forms = {}
+    pairs = (("ENQUEUE_ROWS", "ENQUEUE_FLOW_ROWS"), ("ENQUEUE_ONE_ROWS", "ENQUEUE_ONE_FLOW_ROWS"))
+    for rows, flow_rows in pairs:
+        for skip_stored, returning in ((True, "RETURN_IDS"), (False, "RETURN_COUNT")):
+            for tagged in (True, False):
+                plain = _insert(rows, skip_stored=skip_stored, tagged=tagged, returning=returning)
+                forms[plain] = _insert(flow_rows, skip_stored=skip_stored, tagged=tagged, returning=returning)
+    return forms
+
+
+#: Statement → its flow-control form (see :func:`_flow_forms`).
+_FLOW = _flow_forms()
+
+
 #: The encoder of :func:`_documents` (one for every call: ``json.dumps`` with options builds one each time).
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str, str]:
+def _documents(accepted: list[NewJob], settings: BackWaveSettings, flow: bool) -> tuple[str, str]:
     """:data:`ENQUEUE`'s two documents. A shape is ``[wire_name, queue, due_time, mode,
     max_attempts, backoff, timeout, priority, trace_context]`` with the policy as stored
     (:func:`core.policy.policy_columns`); a job is ``[job_id, shape number (from 1), payload]``, its payload's
     stored JSON spliced in as it is (it was encoded once, when the job was built), and a unique
-    job's key after it."""
+    job's key after it. With ``flow`` (:data:`_FLOW`'s statements), every job is ``[job_id, shape
+    number, payload, unique key, partition, limit_keys, lane]``."""
     numbers: dict[tuple[Any, ...], int] = {}
     shapes: list[list[Any]] = []
     parts: list[str] = []
@@ -115,7 +135,12 @@ def _documents(accepted: list[NewJob], settings: BackWaveSettings) -> tuple[str,
             )
             number = numbers[key] = len(shapes)
         payload = new_job.payload_json.decode()
-        if new_job.unique is None:
+        if flow:
+            unique_key = None if new_job.unique is None else new_job.unique.key
+            columns = flow_columns(new_job.partition, new_job.limit_keys)
+            extra = [unique_key, columns["partition"], columns["limit_keys"], columns["lane"]]
+            parts.append(f'["{new_job.job_id}",{number},{payload},{_ROW_ENCODER.encode(extra)[1:-1]}]')
+        elif new_job.unique is None:
             parts.append(f'["{new_job.job_id}",{number},{payload}]')
         else:
             parts.append(f'["{new_job.job_id}",{number},{payload},{_ROW_ENCODER.encode(new_job.unique.key)}]')
@@ -134,14 +159,18 @@ def insert_statement(
     or :data:`ENQUEUE` with its parameters, and the position of each id's first occurrence
     (empty when there is nothing to insert). With ``new_ids_allowed`` (a transaction of the
     store's own), :data:`ENQUEUE_ONE_NEW` or :data:`ENQUEUE_NEW` when every id is new. When no
-    job to insert has tags, the chosen statement's form without the tags' insert."""
+    job to insert has tags, the chosen statement's form without the tags' insert; when one has a
+    partition or buckets, its flow-control form (plain batches never pay for those columns)."""
     first: dict[uuid.UUID, int] = {}
     accepted: list[NewJob] = []
     tags: list[dict[str, str]] = []
+    flow = False
     for i, (new_job, result) in enumerate(zip(jobs, results, strict=True)):
         if result is not None or first.setdefault(new_job.job_id, i) != i:
             continue
         accepted.append(new_job)
+        if new_job.partition is not None or new_job.limit_keys:
+            flow = True
         if new_job.tag_pairs:
             job_id = str(new_job.job_id)
             tags.extend({"job_id": job_id, "key": key, "value": value} for key, value in new_job.tag_pairs)
@@ -168,17 +197,22 @@ def insert_statement(
             trace_context=new_job.trace_context,
             unique_key=None if new_job.unique is None else new_job.unique.key,
         )
+        if flow:
+            columns = flow_columns(new_job.partition, new_job.limit_keys)
+            keys = columns["limit_keys"]
+            params.update(columns, limit_keys=None if keys is None else json.dumps(keys))
     else:
-        params["shapes"], params["jobs"] = _documents(accepted, settings)
+        params["shapes"], params["jobs"] = _documents(accepted, settings, flow)
     new = new_ids_allowed and all(j.id_is_new for j in accepted)
     if len(accepted) == 1:
         statement = ENQUEUE_ONE_NEW if new else ENQUEUE_ONE
     else:
         statement = ENQUEUE_NEW if new else ENQUEUE
-    if not tags:
-        return _UNTAGGED[statement], params, first
-    params["tags"] = json.dumps(tags)
-    return statement, params, first
+    if tags:
+        params["tags"] = json.dumps(tags)
+    else:
+        statement = _UNTAGGED[statement]
+    return (_FLOW[statement] if flow else statement), params, first
 
 
 def stored_ids(
@@ -204,3 +238,4 @@ _WITH_ON_CONFLICT = {
     _ENQUEUE_NEW_UNTAGGED: _ENQUEUE_UNTAGGED,
     _ENQUEUE_ONE_NEW_UNTAGGED: _ENQUEUE_ONE_UNTAGGED,
 }
+_WITH_ON_CONFLICT.update({_FLOW[new]: _FLOW[stored] for new, stored in list(_WITH_ON_CONFLICT.items())})

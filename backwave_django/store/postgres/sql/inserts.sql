@@ -1,5 +1,6 @@
 -- The inserts of new jobs without parents (store/postgres/enqueue/inserts.py puts a statement
--- together from these parts): the rows (ENQUEUE_ROWS or ENQUEUE_ONE_ROWS), ON CONFLICT or not,
+-- together from these parts): the rows (ENQUEUE_ROWS or ENQUEUE_ONE_ROWS; their FLOW forms for
+-- jobs under flow control), ON CONFLICT or not,
 -- the end of the insert (INSERTED), what follows it (LOG_INSERTED, TAG_INSERTED, HINT_INSERTED)
 -- and what the statement returns (RETURN_IDS or RETURN_COUNT).
 
@@ -40,6 +41,41 @@ WITH inserted AS (
             {SCHEDULED}, 0, false, 0, %(now)s, 1,
             %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s,
             %(unique_key)s)
+
+-- name: ENQUEUE_FLOW_ROWS
+-- ENQUEUE_ROWS for a batch with at least one job under flow control (docs/flow-control.md): each
+-- job is [job_id, shape number, payload, unique key, partition, limit_keys, lane]. A batch of
+-- plain jobs goes without these columns (they keep their defaults) and pays nothing for them.
+WITH shapes AS MATERIALIZED (
+    SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
+           (s.shape->>2)::timestamptz AS due_time, (s.shape->>3)::smallint AS mode,
+           (s.shape->>4)::int AS max_attempts, nullif(s.shape->5, 'null'::jsonb) AS backoff,
+           (s.shape->>6)::float8 AS timeout, (s.shape->>7)::smallint AS priority,
+           s.shape->>8 AS trace_context
+    FROM jsonb_array_elements(%(shapes)s::jsonb) WITH ORDINALITY AS s (shape, number)
+), inserted AS (
+    INSERT INTO {jobs} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
+                        cancel_requested, parents_remaining, enqueued_at, next_ordinal,
+                        max_attempts, backoff, timeout, priority, trace_context, unique_key,
+                        partition, limit_keys, lane)
+    SELECT (n.job->>0)::uuid, s.wire_name, s.queue, n.job->2, s.due_time, s.mode, {SCHEDULED}, 0,
+           false, 0, %(now)s, 1, s.max_attempts, s.backoff, s.timeout, s.priority, s.trace_context,
+           n.job->>3, n.job->>4, nullif(n.job->5, 'null'::jsonb), (n.job->>6)::bigint
+    FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS n (job, position)
+    JOIN shapes AS s ON s.number = (n.job->>1)::bigint
+    ORDER BY n.position
+
+-- name: ENQUEUE_ONE_FLOW_ROWS
+-- ENQUEUE_ONE_ROWS for one job under flow control.
+WITH inserted AS (
+    INSERT INTO {jobs} (job_id, wire_name, queue, payload, due_time, mode, state, attempt,
+                        cancel_requested, parents_remaining, enqueued_at, next_ordinal,
+                        max_attempts, backoff, timeout, priority, trace_context, unique_key,
+                        partition, limit_keys, lane)
+    VALUES (%(job_id)s, %(wire_name)s, %(queue)s, %(payload)s::jsonb, %(due_time)s, %(mode)s,
+            {SCHEDULED}, 0, false, 0, %(now)s, 1,
+            %(max_attempts)s, %(backoff)s::jsonb, %(timeout)s, %(priority)s, %(trace_context)s,
+            %(unique_key)s, %(partition)s, %(limit_keys)s::jsonb, %(lane)s)
 
 -- name: SKIP_STORED
 -- An id already stored is not inserted again (the caller reports it DUPLICATE). Left out for
