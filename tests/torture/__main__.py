@@ -49,6 +49,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0.3,
         help="share of enqueues (and of batches) that are limited or partitioned jobs (default 0.3)",
     )
+    parser.add_argument(
+        "--clock-skew",
+        type=float,
+        default=None,
+        help="seconds the first worker's clock runs behind the others' (short 0, long 1.5)",
+    )
     parser.add_argument("--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run")
     args = parser.parse_args(argv)
     for name in ("duration", "workers", "clients", "drain_bound"):
@@ -57,6 +63,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {value}")
     if not 0 <= args.duplicate_delivery <= 1:
         parser.error(f"--duplicate-delivery must be between 0 and 1, got {args.duplicate_delivery}")
+    if args.clock_skew is not None and not 0 <= args.clock_skew < 3:
+        parser.error(f"--clock-skew must be at least 0 and below the 3 s lease, got {args.clock_skew}")
     if not 0 <= args.flow_share <= 1:
         parser.error(f"--flow-share must be between 0 and 1, got {args.flow_share}")
     if args.database and not args.database.startswith("bw_torture"):
@@ -88,6 +96,7 @@ def main(argv: list[str]) -> int:
         keep_artifacts=args.keep_artifacts,
         duplicate_delivery=args.duplicate_delivery,
         flow_share=args.flow_share,
+        clock_skew=(1.5 if args.mode == "long" else 0.0) if args.clock_skew is None else args.clock_skew,
     )
     logging.getLogger("torture").info("seed %d (replay with --seed %d)", seed, seed)
     runner = Runner(config)

@@ -8,6 +8,10 @@ double-applied outcome in the transition log.
 ``--sabotage fence``: the PostgreSQL outcome statement's fence predicate is replaced by ``TRUE``,
 so stale and repeated reports apply. The self-test requires the audit to go red under it.
 
+``--clock-skew S``: the first worker's clock runs S seconds behind the others' (``clock.now``, the
+one clock the worker reads instants from), as on a host whose clock is off. Limits must stay
+exact in recorded time whatever the clocks (docs/flow-control.md); leases and fences must too.
+
 ``--sabotage limits``: the flow claim's admission test is skipped: every bucket is counted as
 having unbounded room (``store.flow.bucket_room``), so the claim takes a limited job whatever its
 buckets already hold. Slots and starts are still written. The self-test requires the flow oracles
@@ -21,7 +25,7 @@ import os
 import random
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from backwave_django import store
@@ -29,7 +33,7 @@ from backwave_django.core.outcomes import OutcomeReport
 from backwave_django.core.states import OutcomeResult
 from backwave_django.store.postgres import outcomes as store_outcomes
 
-from .apps import DUPLICATE_DELIVERY_ENV
+from .apps import CLOCK_SKEW_ENV, DUPLICATE_DELIVERY_ENV
 
 #: Chance that a worker sends an outcome batch twice (the runner's --duplicate-delivery).
 DUPLICATE_DELIVERY_P = 0.1
@@ -51,6 +55,9 @@ def install(*, sabotage: str) -> None:
         disable_fence()
     if sabotage == "limits":
         disable_limits()
+    skew = float(os.environ.get(CLOCK_SKEW_ENV) or 0.0)
+    if skew:
+        skew_clock(skew)
     probability = float(os.environ.get(DUPLICATE_DELIVERY_ENV) or DUPLICATE_DELIVERY_P)
     install_duplicate_delivery(random.Random(os.getpid()), probability)
 
@@ -60,6 +67,19 @@ def disable_fence() -> None:
     if not _FENCE.search(sql):
         raise SabotageError("store.postgres.outcomes.REPORT no longer contains the expected fence predicate")
     store_outcomes.REPORT = _FENCE.sub("TRUE", sql)
+
+
+def skew_clock(seconds: float) -> None:
+    from django.utils import timezone
+
+    from backwave_django import clock
+
+    offset = timedelta(seconds=seconds)
+
+    def skewed() -> datetime:
+        return timezone.now() + offset
+
+    clock.now = skewed
 
 
 def disable_limits() -> None:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .apps import DUPLICATE_DELIVERY_ENV
+from .apps import CLOCK_SKEW_ENV, DUPLICATE_DELIVERY_ENV
 from .audit import (
     AuditConfig,
     JobRow,
@@ -87,6 +87,7 @@ class RunConfig:
     keep_artifacts: bool = False
     duplicate_delivery: float = 0.1
     flow_share: float = 0.3
+    clock_skew: float = 0.0
 
 
 @dataclass
@@ -151,7 +152,7 @@ class WorkerSlot:
                 "--shutdown-timeout",
                 "5",
             ],
-            env=self.runner.child_env(role="worker"),
+            env=self.runner.child_env(role="worker", slot=self.index),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -208,7 +209,7 @@ class Runner:
 
     # --- Environment ---------------------------------------------------------------------------
 
-    def child_env(self, *, role: str) -> dict[str, str]:
+    def child_env(self, *, role: str, slot: int | None = None) -> dict[str, str]:
         env = {
             **os.environ,
             **self.server.env(),
@@ -221,11 +222,14 @@ class Runner:
         }
         env.pop("BACKWAVE_TORTURE_ROLE", None)
         env.pop("BACKWAVE_TORTURE_SABOTAGE", None)
+        env.pop(CLOCK_SKEW_ENV, None)
         if role == "worker":
             env["BACKWAVE_TORTURE_ROLE"] = "worker"
             env[DUPLICATE_DELIVERY_ENV] = repr(self.config.duplicate_delivery)
             if self.config.sabotage:
                 env["BACKWAVE_TORTURE_SABOTAGE"] = self.config.sabotage
+            if slot == 0 and self.config.clock_skew:
+                env[CLOCK_SKEW_ENV] = repr(-self.config.clock_skew)  # behind the others
         return env
 
     def _setup_database(self) -> None:
@@ -709,6 +713,7 @@ class Runner:
             f"--duration {self.config.duration:g} --workers {self.config.workers} --clients {self.config.clients}"
             + f" --duplicate-delivery {self.config.duplicate_delivery:g}"
             + f" --flow-share {self.config.flow_share:g}"
+            + f" --clock-skew {self.config.clock_skew:g}"
             + (f" --sabotage {self.config.sabotage}" if self.config.sabotage else ""),
         }
         (self.dir / "run.json").write_text(json.dumps(run, indent=2))
