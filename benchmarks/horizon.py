@@ -22,8 +22,6 @@ module before it configures Django for the private cluster.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from . import raw
-from .cluster import PrivateCluster
-from .harness import ROOT, ProcStat, parse_stat, percentile, scalar, wait_until
+from .harness import ProcStat, parse_stat, percentile, scalar
+from .load import MARK, SteadyLoad, conninfo_of, private_database, server
 
 if TYPE_CHECKING:
     from .measures import Context
@@ -43,8 +41,6 @@ T = raw.JOB_TABLE
 TRANSITIONS = "backwave_django_jobtransition"
 CLAIM_INDEX = "backwave_job_claim_priority"
 DATABASE = "backwave_horizon"
-#: Marks the harness's own statements, so pg_stat_statements' count leaves them out.
-MARK = "/* horizon harness */"
 #: Picks the claim out of pg_stat_statements (backwave_django/store/postgres/sql/claims.sql).
 CLAIM_LIKE = "%FOR UPDATE SKIP LOCKED%"
 PHASES = ("clean", "held", "recovery")
@@ -241,43 +237,7 @@ def jobs_of_phase(conn: psycopg.Connection[Any], start: float, end: float) -> di
     }
 
 
-# --- The producer and the holder -------------------------------------------------------------
-
-
-def pg_env(port: int, dbname: str) -> dict[str, str]:
-    """The environment that points benchmarks.settings at the private cluster's database."""
-    return {
-        "PGHOST": "127.0.0.1",
-        "PGPORT": str(port),
-        "PGUSER": "postgres",
-        "PGPASSWORD": "",
-        "BACKWAVE_BENCH_DB": dbname,
-    }
-
-
-def produce(port: int, dbname: str, rate: float, seconds: float, timings: str) -> None:
-    """Spawned: enqueue a noop every ``1 / rate`` s for ``seconds`` (one job per transaction),
-    on schedule: a late enqueue is followed at once by the next one due. At the end, writes each
-    enqueue's wall-clock start and its duration in ms to ``timings``, a line each."""
-    os.environ.update(pg_env(port, dbname))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-    import django
-
-    django.setup()
-    from .jobs import noop
-
-    started = time.perf_counter()
-    index = 0
-    lines = []
-    while (due := started + index / rate) < started + seconds:
-        delay = due - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        at, began = time.time(), time.perf_counter()
-        noop.enqueue()
-        lines.append(f"{at:.6f} {(time.perf_counter() - began) * 1000:.3f}\n")
-        index += 1
-    Path(timings).write_text("".join(lines))
+# --- The producer's timings and the holder --------------------------------------------------
 
 
 def read_timings(text: str) -> list[tuple[float, float]]:
@@ -311,127 +271,68 @@ class Holder:
 # --- The scenario ----------------------------------------------------------------------------
 
 
-def _server(conn: psycopg.Connection[Any], cluster: PrivateCluster) -> dict[str, Any]:
-    settings = (
-        "server_version",
-        "autovacuum",
-        "track_io_timing",
-        "shared_preload_libraries",
-        "shared_buffers",
-    )
-    return {
-        "kind": "private cluster (initdb in a scratch folder, removed afterwards)",
-        "port": cluster.port,
-        **{name: scalar(conn, f"{MARK} SHOW {name}") for name in settings},
-    }
-
-
-def _migrate(ctx: Context, env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
-        cwd=ROOT,
-        env={**ctx.procs.worker_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"migrate on the private cluster failed: {done.stderr[-2000:]}")
-
-
 def _run_phases(
-    ctx: Context,
-    conn: psycopg.Connection[Any],
-    cluster: PrivateCluster,
-    env: dict[str, str],
-    warmup_s: float,
-    timings: Path,
+    load: SteadyLoad, conn: psycopg.Connection[Any], ctx: Context, warmup_s: float
 ) -> tuple[list[Sample], int | None]:
     """Start the worker and the producer, run the phases, and stop both; returns the samples at the
     phases' boundaries and the held transaction's id."""
     plan = phase_plan(ctx.horizon_phase, ctx.horizon_hold)
-    postmaster = cluster.postmaster_pid()
-    holder = Holder({**conninfo_of(cluster.port), "dbname": DATABASE})
-    worker = ctx.procs.start_worker(
-        ["--queues", raw.QUEUE, "--concurrency", str(ctx.concurrency)], "horizon", env
-    )
-    producer = None
-
-    def alive() -> bool:
-        return worker.poll() is None
-
+    postmaster = load.cluster.postmaster_pid()
+    holder = Holder({**conninfo_of(load.cluster.port), "dbname": DATABASE})
     try:
-        wait_until(
-            lambda: scalar(conn, f"{MARK} SELECT count(*) FROM backwave_django_workernode") >= 1,
-            timeout=60,
-            interval=0.1,
-            alive=alive,
-        )
-        total = warmup_s + sum(seconds for _, seconds in plan) + 1.0
-        producer = ctx.procs.spawn(produce, cluster.port, DATABASE, ctx.horizon_rate, total, str(timings))
+        load.start()
         time.sleep(warmup_s)
-        samples = [sample(conn, postmaster, worker.pid)]
+        samples = [sample(conn, postmaster, load.worker_pid)]
         for name, seconds in plan:
             if name == "held":
                 holder.hold()
-            deadline = samples[-1].at + seconds
-            while (left := deadline - time.time()) > 0:
-                if not alive() or not producer.is_alive():
-                    raise RuntimeError(
-                        f"the {'worker' if not alive() else 'producer'} exited in the {name} phase"
-                    )
-                time.sleep(min(left, 1.0))
-            samples.append(sample(conn, postmaster, worker.pid))
+            load.run_until(samples[-1].at + seconds, f"in the {name} phase")
+            samples.append(sample(conn, postmaster, load.worker_pid))
             if name == "held":
                 holder.release()
-        producer.join(30)  # its last enqueue is due a second after the last phase: it writes its timings
+        load.finish()
     finally:
         holder.close()
-        ctx.procs.stop_worker(worker)
-        if producer is not None:
-            producer.terminate()
-            producer.join(10)
+        load.stop()
     return samples, holder.xid
-
-
-def conninfo_of(port: int) -> dict[str, Any]:
-    return {"host": "127.0.0.1", "port": port, "user": "postgres", "password": ""}
 
 
 def horizon(ctx: Context) -> dict[str, Any]:
     """The scenario on a private cluster, started here and stopped and removed on every way out."""
-    with PrivateCluster() as cluster:
-        with psycopg.connect(**conninfo_of(cluster.port), dbname="postgres", autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {DATABASE}")
-        env = pg_env(cluster.port, DATABASE)
-        _migrate(ctx, env)
-        with psycopg.connect(**conninfo_of(cluster.port), dbname=DATABASE, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pg_stat_statements")
-            server = _server(conn, cluster)
-            warmup_s = min(5.0, ctx.horizon_phase / 4)
-            timings = cluster.folder / "enqueues.txt"
-            samples, held_xid = _run_phases(ctx, conn, cluster, env, warmup_s, timings)
-            enqueues = read_timings(timings.read_text()) if timings.exists() else []
-            phases = []
-            for (name, _), before, after in zip(
-                phase_plan(ctx.horizon_phase, ctx.horizon_hold), samples[:-1], samples[1:], strict=True
-            ):
-                jobs = jobs_of_phase(conn, before.at, after.at)
-                phases.append(
-                    phase_figures(
-                        name,
-                        before,
-                        after,
-                        enqueued=jobs["enqueued"],
-                        completed=jobs["completed"],
-                        claim_ms=jobs["claim_ms"],
-                        not_started=jobs["not_started"],
-                        enqueue_ms=enqueue_ms(enqueues, before.at, after.at),
-                    )
+    with private_database(ctx, DATABASE) as (cluster, conn, env):
+        server_settings = server(conn, cluster)
+        warmup_s = min(5.0, ctx.horizon_phase / 4)
+        timings = cluster.folder / "enqueues.txt"
+        plan = phase_plan(ctx.horizon_phase, ctx.horizon_hold)
+        load = SteadyLoad(
+            ctx,
+            conn,
+            cluster,
+            env,
+            rate=ctx.horizon_rate,
+            seconds=warmup_s + sum(seconds for _, seconds in plan),
+            timings=timings,
+            log_name="horizon",
+        )
+        samples, held_xid = _run_phases(load, conn, ctx, warmup_s)
+        enqueues = read_timings(timings.read_text()) if timings.exists() else []
+        phases = []
+        for (name, _), before, after in zip(plan, samples[:-1], samples[1:], strict=True):
+            jobs = jobs_of_phase(conn, before.at, after.at)
+            phases.append(
+                phase_figures(
+                    name,
+                    before,
+                    after,
+                    enqueued=jobs["enqueued"],
+                    completed=jobs["completed"],
+                    claim_ms=jobs["claim_ms"],
+                    not_started=jobs["not_started"],
+                    enqueue_ms=enqueue_ms(enqueues, before.at, after.at),
                 )
+            )
     return {
-        "server": server,
+        "server": server_settings,
         "rate": ctx.horizon_rate,
         "concurrency": ctx.concurrency,
         "phase_s": ctx.horizon_phase,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from backwave_django import JobState, TransitionEvent, job, observer
 
@@ -19,6 +20,12 @@ def noop() -> None:
 @job("bench.keyed")
 def keyed(key: int) -> None:
     """A noop with an argument, for unique enqueues (each key its own identity)."""
+
+
+@job("bench.with_args")
+def with_args(customer_id: int, reference: str, amount: float, options: dict[str, Any]) -> None:
+    """A noop that takes what a real job carries (benchmarks/arguments.py), for the peers step's
+    rows with arguments."""
 
 
 if os.environ.get(OBSERVER_ENV) == "1":

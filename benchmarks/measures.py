@@ -64,6 +64,12 @@ class Context:
     horizon_rate: float = 200.0
     horizon_phase: float = 60.0
     horizon_hold: float = 300.0
+    #: The retention scenario (benchmarks/retention.py): jobs/s offered, minutes run, seconds
+    #: Succeeded jobs are kept, seconds between samples.
+    retention_rate: float = 200.0
+    retention_minutes: float = 10.0
+    retention_keep: float = 60.0
+    retention_interval: float = 30.0
 
     def timeout_for(self, jobs: int) -> float:
         """Generous: a measurement is abandoned only when something is clearly stuck."""

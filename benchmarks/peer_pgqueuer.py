@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import quote
 
 import asyncpg
@@ -32,6 +34,9 @@ from pgqueuer.types import QueueExecutionMode
 
 DB_ENV = "BACKWAVE_BENCH_PEER_DB"
 ENTRYPOINT = "noop"
+#: The job with arguments: its keyword arguments as a JSON payload (``json.dumps(...).encode()``,
+#: the form PgQueuer's documentation gives), decoded by its handler.
+WITH_ARGS = "with_args"
 
 
 def dsn(dbname: str | None = None) -> str:
@@ -56,38 +61,55 @@ async def create() -> AsyncIterator[PgQueuer]:
         async def noop(job: Job) -> None:
             """Does nothing: what is measured is the machinery around it."""
 
+        @pgq.entrypoint(WITH_ARGS)
+        async def with_args(job: Job) -> None:
+            """Reads its arguments, and does nothing with them."""
+            json.loads(job.payload or b"{}")
+
         yield pgq
     finally:
         await connection.close()
 
 
-async def _enqueue(dbname: str, single: int, bulk: int, batch: int) -> float:
+async def _enqueue(
+    dbname: str, single: int, bulk: int, batch: int, kwargs: list[dict[str, Any]] | None
+) -> float:
     connection = await asyncpg.connect(dsn(dbname))
     try:
         queries = Queries(AsyncpgDriver(connection))
         started = time.perf_counter()
-        for _ in range(single):
-            await queries.enqueue(ENTRYPOINT, None)
+        if kwargs is None:
+            for _ in range(single):
+                await queries.enqueue(ENTRYPOINT, None)
+        else:
+            for call in kwargs[:single]:
+                await queries.enqueue(WITH_ARGS, json.dumps(call).encode())
         done = 0
         while done < bulk:
             size = min(batch, bulk - done)
-            await queries.enqueue([ENTRYPOINT] * size, [None] * size, [0] * size)
+            if kwargs is None:
+                await queries.enqueue([ENTRYPOINT] * size, [None] * size, [0] * size)
+            else:
+                chunk = kwargs[done : done + size]
+                payloads: list[bytes | None] = [json.dumps(call).encode() for call in chunk]
+                await queries.enqueue([WITH_ARGS] * size, payloads, [0] * size)
             done += size
         return time.perf_counter() - started
     finally:
         await connection.close()
 
 
-def enqueue_single(dbname: str, n: int) -> float:
+def enqueue_single(dbname: str, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
     """``n`` calls of ``Queries.enqueue(entrypoint, None)`` on ``dbname``, each its own
-    transaction. Seconds."""
-    return asyncio.run(_enqueue(dbname, n, 0, 1))
+    transaction; with ``kwargs`` (a dict per job), ``Queries.enqueue("with_args", payload)`` with
+    each dict as JSON. Seconds."""
+    return asyncio.run(_enqueue(dbname, n, 0, 1, kwargs))
 
 
-def enqueue_bulk(dbname: str, n: int, batch: int) -> float:
+def enqueue_bulk(dbname: str, n: int, batch: int, kwargs: list[dict[str, Any]] | None = None) -> float:
     """``n`` jobs on ``dbname`` through ``Queries.enqueue`` with lists of ``batch`` (one statement
-    each). Seconds."""
-    return asyncio.run(_enqueue(dbname, 0, n, batch))
+    each), their payloads None or, with ``kwargs``, each dict as JSON. Seconds."""
+    return asyncio.run(_enqueue(dbname, 0, n, batch, kwargs))
 
 
 def main(argv: list[str] | None = None) -> None:

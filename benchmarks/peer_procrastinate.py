@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from procrastinate import App, PsycopgConnector
 
@@ -41,23 +42,36 @@ async def noop() -> None:
     """Does nothing: what is measured is the machinery around it."""
 
 
-def enqueue_single(dbname: str, n: int) -> float:
-    """``n`` calls of ``noop.defer()`` on ``dbname``, each its own transaction. Seconds."""
+@app.task(name="with_args")
+async def with_args(customer_id: int, reference: str, amount: float, options: dict[str, Any]) -> None:
+    """Takes what a real job carries (benchmarks/arguments.py), and does nothing with it."""
+
+
+def enqueue_single(dbname: str, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+    """``n`` calls of ``noop.defer()`` on ``dbname``, each its own transaction; with ``kwargs`` (a
+    dict per job), ``with_args.defer(**kwargs)``. Seconds."""
     with app.replace_connector(PsycopgConnector(conninfo=conninfo(dbname))), app.open():
         started = time.perf_counter()
-        for _ in range(n):
-            noop.defer()
+        if kwargs is None:
+            for _ in range(n):
+                noop.defer()
+        else:
+            for call in kwargs[:n]:
+                with_args.defer(**call)
         return time.perf_counter() - started
 
 
-def enqueue_bulk(dbname: str, n: int, batch: int) -> float:
-    """``n`` jobs on ``dbname`` through ``noop.batch_defer``, ``batch`` a call (one statement each).
-    Seconds."""
+def enqueue_bulk(dbname: str, n: int, batch: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+    """``n`` jobs on ``dbname`` through ``noop.batch_defer``, ``batch`` a call (one statement each);
+    with ``kwargs`` (a dict per job), ``with_args.batch_defer(*kwargs)``. Seconds."""
     with app.replace_connector(PsycopgConnector(conninfo=conninfo(dbname))), app.open():
         started = time.perf_counter()
         done = 0
         while done < n:
             size = min(batch, n - done)
-            noop.batch_defer(*({} for _ in range(size)))
+            if kwargs is None:
+                noop.batch_defer(*({} for _ in range(size)))
+            else:
+                with_args.batch_defer(*kwargs[done : done + size])
             done += size
         return time.perf_counter() - started

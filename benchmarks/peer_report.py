@@ -25,6 +25,14 @@ SINGLE_PATHS = {
     "pgqueuer": "`Queries.enqueue`",
     "procrastinate": "`noop.defer()`",
 }
+#: With four keyword arguments (benchmarks/arguments.py), each queue's own way of passing them.
+ARGS_PATHS = {
+    "backwave_django": "`with_args.enqueue(**kwargs)`, `with_args.enqueue_many([kwargs, ...])`",
+    "pgqueuer": "`Queries.enqueue` with `json.dumps(kwargs).encode()` payloads",
+    "procrastinate": "`with_args.defer(**kwargs)`, `with_args.batch_defer(*kwargs)`",
+}
+#: What the rows with arguments call the job's arguments.
+WITH_ARGS = "with 4 keyword arguments"
 
 
 #: The side-by-side targets: backwave_django's figure over PgQueuer's (the fastest peer), at least
@@ -33,6 +41,8 @@ TARGET_PEER = "pgqueuer"
 TARGETS = (
     ("enqueue_single", "one per transaction", 1.2),
     ("enqueue_bulk", "bulk", 1.0),
+    ("enqueue_single_args", "one per transaction with arguments", 1.2),
+    ("enqueue_bulk_args", "bulk with arguments", 1.5),
     *((f"{key}_from_spawn", f"{label}, from spawn", 2.0) for key, label in SETTING_LABELS.items()),
 )
 
@@ -95,6 +105,18 @@ def rows(results: dict[str, Any]) -> list[dict[str, str]]:
         ("enqueue", "bulk", "rate"),
         _jobs(enqueue["raw_bulk"]["rate"]) if enqueue else "—",
         "enqueue_bulk",
+    )
+    add(
+        f"Enqueue {WITH_ARGS}, one job per transaction, n={peers['enqueue_n']:,}",
+        ("enqueue", "single_args", "rate"),
+        "—",
+        "enqueue_single_args",
+    )
+    add(
+        f"Enqueue {WITH_ARGS}, bulk path, {peers['batch']:,} per call, n={peers['n']:,}",
+        ("enqueue", "bulk_args", "rate"),
+        "—",
+        "enqueue_bulk_args",
     )
     for key in peers["settings"]:
         processes = int(key.rsplit("_p", 1)[1])
@@ -173,7 +195,8 @@ def details(results: dict[str, Any]) -> list[str]:
             errors.append("enqueue")
         lines.append(
             f"{name} {queue.get('version')}: default concurrency {queue.get('default_concurrency')}; "
-            f"one per transaction {SINGLE_PATHS[name]}, bulk {BULK_PATHS[name]}; first job done after "
+            f"one per transaction {SINGLE_PATHS[name]}, bulk {BULK_PATHS[name]}; {WITH_ARGS} "
+            f"{ARGS_PATHS[name]}; first job done after "
             f"spawn: {first or '—'}"
             + (f"; workers stopped by the harness (they did not exit): {', '.join(stuck)}" if stuck else "")
             + (f"; errors in {', '.join(errors)} (see the JSON)" if errors else "")

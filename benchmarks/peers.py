@@ -5,7 +5,8 @@ own; ``<db>_pgqueuer`` and ``<db>_procrastinate`` for the peers, their schema in
 peer's own command), the same job (a function that does nothing), and the same steps:
 
 - *enqueue*: ``enqueue_n`` jobs one per transaction, then ``n`` jobs through the queue's bulk path,
-  1,000 per call (warmed up first, timed in this process);
+  1,000 per call (warmed up first, timed in this process); then both again with a job that takes
+  four keyword arguments (``benchmarks/arguments.py``), passed the queue's own way;
 - *processing*: ``n`` jobs pre-enqueued through the bulk path, then the queue's real worker
   command spawned (one process, or two) and a count polled every 20 ms until all ``n`` are done.
   The rate *from spawn* is ``n`` over the time from the spawn to that moment, start-up included;
@@ -34,6 +35,7 @@ from backwave_django import enqueue_many
 from backwave_django.conf import get_settings
 
 from . import raw
+from .arguments import calls
 from .harness import (
     ROOT,
     CpuMeter,
@@ -47,7 +49,7 @@ from .harness import (
     succeeded_since,
     wait_until,
 )
-from .jobs import noop
+from .jobs import noop, with_args
 
 if TYPE_CHECKING:
     import psycopg
@@ -129,10 +131,13 @@ class Queue:
     def settle(self) -> None:
         raise NotImplementedError
 
-    def enqueue_single(self, n: int) -> float:
+    def enqueue_single(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        """Seconds to enqueue ``n`` jobs one per transaction: the noop, or with ``kwargs`` (one
+        dict per job) the job with arguments."""
         raise NotImplementedError
 
-    def enqueue_bulk(self, n: int) -> float:
+    def enqueue_bulk(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        """Seconds to enqueue ``n`` jobs through the bulk path, ``BATCH`` a call (as above)."""
         raise NotImplementedError
 
     def commands(self, setting: Setting) -> list[list[str]]:
@@ -190,16 +195,24 @@ class Backwave(Queue):
     def settle(self) -> None:
         settle(self.conn)
 
-    def enqueue_single(self, n: int) -> float:
+    def enqueue_single(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
         started = time.perf_counter()
-        for _ in range(n):
-            noop.enqueue()
+        if kwargs is None:
+            for _ in range(n):
+                noop.enqueue()
+        else:
+            for call in kwargs:
+                with_args.enqueue(**call)
         return time.perf_counter() - started
 
-    def enqueue_bulk(self, n: int) -> float:
-        # .prepare() is part of the bulk path, so it is timed too; enqueue_many writes 1,000 a transaction.
+    def enqueue_bulk(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        # .prepare() is part of the bulk path, so it is timed too; enqueue_many writes 1,000 a
+        # transaction. With arguments, the job's own enqueue_many takes the dicts as they are.
         started = time.perf_counter()
-        enqueue_many([noop.prepare() for _ in range(n)])
+        if kwargs is None:
+            enqueue_many([noop.prepare() for _ in range(n)])
+        else:
+            with_args.enqueue_many(kwargs)
         return time.perf_counter() - started
 
     def commands(self, setting: Setting) -> list[list[str]]:
@@ -239,11 +252,11 @@ class PgQueuer(Queue):
         self.conn.execute("ANALYZE pgqueuer")
         self.conn.execute("CHECKPOINT")
 
-    def enqueue_single(self, n: int) -> float:
-        return float(self.module.enqueue_single(self.dbname, n))
+    def enqueue_single(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        return float(self.module.enqueue_single(self.dbname, n, kwargs))
 
-    def enqueue_bulk(self, n: int) -> float:
-        return float(self.module.enqueue_bulk(self.dbname, n, BATCH))
+    def enqueue_bulk(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        return float(self.module.enqueue_bulk(self.dbname, n, BATCH, kwargs))
 
     def commands(self, setting: Setting) -> list[list[str]]:
         command = [sys.executable, "-m", "benchmarks.peer_pgqueuer"]
@@ -285,11 +298,11 @@ class Procrastinate(Queue):
         self.conn.execute("ANALYZE procrastinate_jobs")
         self.conn.execute("CHECKPOINT")
 
-    def enqueue_single(self, n: int) -> float:
-        return float(self.module.enqueue_single(self.dbname, n))
+    def enqueue_single(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        return float(self.module.enqueue_single(self.dbname, n, kwargs))
 
-    def enqueue_bulk(self, n: int) -> float:
-        return float(self.module.enqueue_bulk(self.dbname, n, BATCH))
+    def enqueue_bulk(self, n: int, kwargs: list[dict[str, Any]] | None = None) -> float:
+        return float(self.module.enqueue_bulk(self.dbname, n, BATCH, kwargs))
 
     def commands(self, setting: Setting) -> list[list[str]]:
         command = [sys.executable, "-m", "procrastinate", "--app", self.APP, "worker", "--one-shot"]
@@ -315,20 +328,34 @@ QUEUES: dict[str, type[Queue]] = {"pgqueuer": PgQueuer, "procrastinate": Procras
 # --- The measurements ---------------------------------------------------------------------------
 
 
+#: The enqueue figures: key, with arguments or not, bulk or one per transaction.
+ENQUEUE_PATHS = (
+    ("single", False, False),
+    ("bulk", False, True),
+    ("single_args", True, False),
+    ("bulk_args", True, True),
+)
+
+
 def measure_enqueue(queue: Queue) -> dict[str, Any]:
+    """The noop's two enqueue figures, then the job with arguments' (its dicts built untimed)."""
     ctx = queue.ctx
     queue.reset()
     queue.enqueue_single(WARM_UP_SINGLE)
     queue.enqueue_bulk(BATCH)
+    queue.enqueue_single(WARM_UP_SINGLE, calls(WARM_UP_SINGLE))
+    queue.enqueue_bulk(BATCH, calls(BATCH))
+    record: dict[str, Any] = {}
+    for key, with_arguments, bulk in ENQUEUE_PATHS:
+        n = ctx.n if bulk else ctx.enqueue_n
+        kwargs = calls(n) if with_arguments else None
+        queue.reset()
+        seconds = queue.enqueue_bulk(n, kwargs) if bulk else queue.enqueue_single(n, kwargs)
+        record[key] = {"jobs": n, "seconds": seconds, "rate": _rate(n, seconds)}
+        if bulk:
+            record[key]["batch"] = BATCH
     queue.reset()
-    single_s = queue.enqueue_single(ctx.enqueue_n)
-    queue.reset()
-    bulk_s = queue.enqueue_bulk(ctx.n)
-    queue.reset()
-    return {
-        "single": {"jobs": ctx.enqueue_n, "seconds": single_s, "rate": _rate(ctx.enqueue_n, single_s)},
-        "bulk": {"jobs": ctx.n, "batch": BATCH, "seconds": bulk_s, "rate": _rate(ctx.n, bulk_s)},
-    }
+    return record
 
 
 def measure_processing(queue: Queue, setting: Setting) -> dict[str, Any]:
@@ -414,7 +441,7 @@ def ratios(queues: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | Non
         if peer == "backwave_django" or "skipped" in theirs or "error" in theirs:
             continue
         figures: dict[str, float | None] = {}
-        for path in ("single", "bulk"):
+        for path, _, _ in ENQUEUE_PATHS:
             figures[f"enqueue_{path}"] = ratio(
                 ours["enqueue"].get(path, {}).get("rate"), theirs["enqueue"].get(path, {}).get("rate")
             )

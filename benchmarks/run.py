@@ -39,8 +39,9 @@ MEASUREMENTS = (
     "dependencies",
     "horizon",
     "flow",
+    "retention",
 )
-HEAVY = ("scale", "memory", "horizon")
+HEAVY = ("scale", "memory", "horizon", "retention")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,7 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="n=2000 and, unless --only says otherwise, skip the scale and memory measurements",
+        help="n=2000 and, unless --only says otherwise, skip the scale, memory, horizon and retention "
+        "measurements",
     )
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(MEASUREMENTS)}")
     parser.add_argument(
@@ -101,6 +103,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds of the long-horizon held-transaction phase (default 300, 60 with --quick)",
     )
     parser.add_argument(
+        "--retention-rate",
+        type=float,
+        default=200.0,
+        help="jobs/s the retention producer offers (default 200)",
+    )
+    parser.add_argument(
+        "--retention-minutes",
+        type=float,
+        default=None,
+        help="minutes of the retention scenario's run (default 10, 3 with --quick)",
+    )
+    parser.add_argument(
+        "--retention-keep",
+        type=float,
+        default=60.0,
+        help="seconds the retention scenario keeps Succeeded jobs before the worker purges them (default 60)",
+    )
+    parser.add_argument(
+        "--retention-interval",
+        type=float,
+        default=30.0,
+        help="seconds between the retention scenario's size samples (default 30)",
+    )
+    parser.add_argument(
         "--results-dir",
         help="write the JSON and the worker logs here instead of benchmarks/results",
     )
@@ -118,6 +144,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.horizon_hold = 60.0 if args.quick else 300.0
     if min(args.horizon_rate, args.horizon_phase, args.horizon_hold) <= 0:
         parser.error("--horizon-rate, --horizon-phase and --horizon-hold must be positive")
+    if args.retention_minutes is None:
+        args.retention_minutes = 3.0 if args.quick else 10.0
+    if min(args.retention_rate, args.retention_minutes, args.retention_keep, args.retention_interval) <= 0:
+        parser.error(
+            "--retention-rate, --retention-minutes, --retention-keep and --retention-interval "
+            "must be positive"
+        )
     if args.only:
         chosen = [name.strip() for name in args.only.split(",") if name.strip()]
         unknown = sorted(set(chosen) - set(MEASUREMENTS))
@@ -416,6 +449,19 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
         )
     if not error_row("flow"):
         flow_rows(results["flow"], add)
+    if not error_row("retention"):
+        r = results["retention"]
+        v = r["verdict"]
+        add(
+            f"Retention: total size growth over the last third of {r['minutes']:g} min at {r['rate']:g} "
+            f"jobs/s, Succeeded jobs kept {r['keep_s']:g} s (curve of its own below)",
+            f"{v['from_bytes'] / 1048576:.1f} → {v['to_bytes'] / 1048576:.1f} MB"
+            + (f" ({v['growth']:+.1%})" if v["growth"] is not None else ""),
+            "—",
+            "—",
+            f"≤ {v['limit']:.0%} growth",
+            _status(v["steady"]),
+        )
     error_row("peers")  # its figures have a table of their own (benchmarks/peer_report.py)
     return table
 
@@ -619,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        from . import flow, horizon, measures, observing, peers
+        from . import flow, horizon, measures, observing, peers, retention
 
         ctx = measures.Context(
             dbname=args.db,
@@ -638,6 +684,10 @@ def main(argv: list[str] | None = None) -> int:
             horizon_rate=args.horizon_rate,
             horizon_phase=args.horizon_phase,
             horizon_hold=args.horizon_hold,
+            retention_rate=args.retention_rate,
+            retention_minutes=args.retention_minutes,
+            retention_keep=args.retention_keep,
+            retention_interval=args.retention_interval,
         )
         steps: dict[str, Callable[[measures.Context], dict[str, Any]]] = {
             "enqueue": measures.enqueue,
@@ -652,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             "dependencies": measures.dependencies,
             "horizon": horizon.horizon,
             "flow": flow.flow,
+            "retention": retention.retention,
         }
         timings: dict[str, float] = {}
         for name in args.selected:
@@ -758,6 +809,11 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for line in horizon.details(results["horizon"]):
             print(f"- {line}")
+    if "retention" in results and "error" not in results["retention"]:
+        from . import retention
+
+        print()
+        print(retention.report(results["retention"]))
     print()
     for line in details(results):
         print(f"- {line}")

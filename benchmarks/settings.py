@@ -8,6 +8,7 @@ server with trust auth, like the test settings.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 SECRET_KEY = "backwave-bench-not-secret"
 USE_TZ = True
@@ -40,10 +41,15 @@ DATABASES = {
     }
 }
 
+# Nothing is purged mid-run: the harness reads every job's timestamps after the fact, and the
+# scale run needs its million retained rows to stay put. The retention scenario
+# (benchmarks/retention.py) sets BACKWAVE_BENCH_RETENTION_S for its worker: Succeeded or Cancelled
+# jobs are then kept that many seconds and purged by the worker's maintenance.
+_retention = os.environ.get("BACKWAVE_BENCH_RETENTION_S")
+_kept = None if _retention is None else timedelta(seconds=float(_retention))
+
 BACKWAVE = {
-    # Nothing is purged mid-run: the harness reads every job's timestamps after the fact, and the
-    # scale run needs its million retained rows to stay put.
-    "RETENTION": {"SUCCEEDED_OR_CANCELLED": None, "DEAD_LETTERED_OR_QUARANTINED": None},
+    "RETENTION": {"SUCCEEDED_OR_CANCELLED": _kept, "DEAD_LETTERED_OR_QUARANTINED": None},
     # The fan-in measurement enqueues one child of 1,000 parents (the default limit is 16).
     "MAX_PARENTS_PER_JOB": 1000,
     # The transition log, on by default; BACKWAVE_BENCH_HISTORY=OFF measures what it costs.

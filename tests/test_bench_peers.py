@@ -48,8 +48,13 @@ def run_peers(tmp_path: Path, *, block: tuple[str, ...] = ()) -> tuple[dict[str,
     return json.loads((tmp_path / "latest.json").read_text()), result.stdout
 
 
+#: The enqueue figures of each queue: the noop's, then the job with four keyword arguments'.
+ENQUEUE_PATHS = ("single", "bulk", "single_args", "bulk_args")
+
+
 def positive_rates(queue: dict[str, Any]) -> list[float]:
-    runs = [queue["enqueue"]["single"], queue["enqueue"]["bulk"], *queue["processing"].values()]
+    assert list(queue["enqueue"]) == list(ENQUEUE_PATHS), queue["enqueue"]
+    runs = [*(queue["enqueue"][path] for path in ENQUEUE_PATHS), *queue["processing"].values()]
     assert all("error" not in run for run in runs), runs
     rates = [run["rate"] for run in runs] + [run["steady_rate"] for run in queue["processing"].values()]
     assert len(queue["processing"]) == 4  # concurrency 10 and default, 1 and 2 processes
@@ -70,7 +75,15 @@ def test_a_peer_that_is_not_installed_is_reported_as_skipped(tmp_path: Path) -> 
     # backwave_django itself is still measured, and every row of the side-by-side table says so.
     assert all(rate > 0 for rate in positive_rates(queues["backwave_django"]))
     table = report["peers_table"]
-    assert len(table) == 14  # two enqueue rows; from spawn, steady and CPU per job for each setting
+    # Four enqueue rows (one per transaction and bulk, without and with arguments); from spawn,
+    # steady and CPU per job for each setting.
+    assert len(table) == 16
+    assert [row["measurement"] for row in table[:4]] == [
+        "Enqueue, one job per transaction, n=20",
+        "Enqueue, bulk path, 1,000 per call, n=50",
+        "Enqueue with 4 keyword arguments, one job per transaction, n=20",
+        "Enqueue with 4 keyword arguments, bulk path, 1,000 per call, n=50",
+    ]
     assert all(row["pgqueuer"] == "skipped" and row["procrastinate"] == "skipped" for row in table)
     assert "| backwave_django | pgqueuer | procrastinate |" in stdout
     assert "Against the targets: no verdicts, pgqueuer not installed" in stdout
@@ -88,10 +101,13 @@ def test_installed_peers_are_measured_beside_backwave(tmp_path: Path) -> None:
         assert all(run["exit_codes"] for run in peers["queues"][name]["processing"].values())
     for peer in PEERS:
         assert all(ratio > 0 for ratio in peers["ratios"][peer].values()), peers["ratios"][peer]
+        assert {f"enqueue_{path}" for path in ENQUEUE_PATHS} <= set(peers["ratios"][peer])
     assert not any("skipped" in row.values() or "ERROR" in row.values() for row in report["peers_table"])
     assert "| backwave / pgqueuer | backwave / procrastinate |" in stdout
     # Every target gets a verdict (which one is the harness's business, not the test's).
     [verdicts] = [line for line in stdout.splitlines() if line.startswith("Against the targets (")]
-    assert len(verdicts.split("; ")) == 6, verdicts
+    assert len(verdicts.split("; ")) == 8, verdicts
+    assert "one per transaction with arguments" in verdicts
+    assert "bulk with arguments" in verdicts
     assert "—" not in verdicts, verdicts
     assert report["environment"]["peers_targets"] == verdicts

@@ -7,11 +7,19 @@ from typing import Any
 
 #: One encoder for every call: ``json.dumps`` with options builds a new one each time.
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-#: The C encoder that ``_CANONICAL.encode`` builds for each call, built here with the same
-#: arguments minus the per-call Python work around it (0.6 µs of a 2.6 µs payload); None where
-#: the interpreter has no C accelerator (``_CANONICAL`` then encodes).
+#: The C encoder that ``_CANONICAL.encode`` builds for each call, with the same arguments; None
+#: where the interpreter has no C accelerator (``_CANONICAL`` then encodes).
 _MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
 _ENCODE_STR: Any = getattr(json.encoder, "c_encode_basestring", None)
+#: One such encoder for every call, built without the ``markers`` dict that finds cycles: it is
+#: reentrant (it keeps no state between calls) and skips a dict insert and delete per list and
+#: dict encoded. A cycle then ends in a ``RecursionError``, and :func:`json_bytes` encodes the
+#: value again the checking way, which raises what ``_CANONICAL`` raises.
+_UNCHECKED: Any = (
+    None
+    if _MAKE_ENCODER is None or _ENCODE_STR is None
+    else _MAKE_ENCODER(None, _CANONICAL.default, _ENCODE_STR, None, ":", ",", False, False, False)
+)
 
 
 def json_bytes(value: Any) -> bytes:
@@ -22,6 +30,10 @@ def json_bytes(value: Any) -> bytes:
     """
     if _MAKE_ENCODER is None or _ENCODE_STR is None:
         return _CANONICAL.encode(value).encode()
+    try:
+        return "".join(_UNCHECKED(value, 0)).encode()
+    except RecursionError:
+        pass  # a cycle, or nesting too deep: the checking encoder below tells them apart
     # A new ``markers`` dict per call, as ``JSONEncoder.iterencode`` makes: it finds cycles, and
     # an encoding that fails part-way leaves entries in it.
     encode = _MAKE_ENCODER({}, _CANONICAL.default, _ENCODE_STR, None, ":", ",", False, False, False)

@@ -8,9 +8,9 @@
 -- A batch of jobs as two JSON documents: %(shapes)s, one array per distinct set of the columns
 -- jobs share ([wire_name, queue, due_time, mode, max_attempts, backoff, timeout, priority,
 -- trace_context]), and %(jobs)s, one [job_id, shape number, payload] per job (a unique job's key
--- after its payload). Both are encoded in C on the client and parsed once here, far cheaper than
--- ten parameter arrays dumped value by value; the shared columns are cast once per shape, not once
--- per job. Rows are inserted in the batch's order, so their sequences (the claim order of jobs due
+-- after its payload; the id as 32 hex digits, without hyphens). Both are encoded in C on the
+-- client and parsed once here, far cheaper than ten parameter arrays dumped value by value; the
+-- shared columns are cast once per shape, not once per job. Rows are inserted in the batch's order, so their sequences (the claim order of jobs due
 -- at the same time) follow it.
 WITH shapes AS MATERIALIZED (
     SELECT s.number, s.shape->>0 AS wire_name, s.shape->>1 AS queue,
