@@ -520,7 +520,8 @@ limit_list = job_flow.limit_list
 
 
 def declared_limits(*, excluding: str | None = None) -> dict[str, LimitValues]:
-    """Every limit the registered jobs declare, by name (all declarations of a name agree)."""
+    """Every limit the registered jobs declare, by name (all declarations of a name agree:
+    ``core.limits.agreeing``); a worker stores them at start (``store.declare_limits``)."""
     declared: dict[str, LimitValues] = {}
     for wire_name, definition in _REGISTRY.items():
         if wire_name != excluding:

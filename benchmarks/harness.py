@@ -208,14 +208,24 @@ def _cpu_ticks(stat: Path, *, children: bool) -> int:
     return parsed.ticks + (parsed.children_ticks if children else 0)
 
 
-def postgres_cpu_seconds() -> float:
-    """User and system CPU of every ``postgres`` process on this machine, and of the children
-    they waited for (so a backend that has exited still counts, in its postmaster's total)."""
+def postgres_cpu_seconds(postmaster: int | None = None) -> float:
+    """User and system CPU of one server's processes: its postmaster ``postmaster`` with the
+    children it waited for (so a backend that has exited still counts, in its postmaster's total)
+    and its live children. Without ``postmaster``, every ``postgres`` process on this machine.
+
+    One server's, when known: another server on the machine that stops meanwhile (a private
+    cluster of another run) takes its CPU with it, which would make the difference negative.
+    """
     ticks = 0
     for comm in Path("/proc").glob("[0-9]*/comm"):
         try:
-            if comm.read_text().startswith("postgres"):
+            if not comm.read_text().startswith("postgres"):
+                continue
+            pid = int(comm.parent.name)
+            if postmaster is None or pid == postmaster:
                 ticks += _cpu_ticks(comm.parent / "stat", children=True)
+            elif parse_stat((comm.parent / "stat").read_text()).ppid == postmaster:
+                ticks += _cpu_ticks(comm.parent / "stat", children=False)
         except OSError:  # the process ended meanwhile
             continue
     return ticks / os.sysconf("SC_CLK_TCK")
@@ -232,8 +242,9 @@ class CpuMeter:
         self.own = process / "stat"
         try:  # (a server elsewhere: the same process id here is some other program, or none)
             self.available = (process / "comm").read_text().startswith("postgres")
+            self.postmaster: int | None = parse_stat(self.own.read_text()).ppid
         except OSError:
-            self.available = False
+            self.available, self.postmaster = False, None
         self.children = self._children()
         self.server = self._server() if self.available else 0.0
 
@@ -244,7 +255,7 @@ class CpuMeter:
 
     def _server(self) -> float:
         own = _cpu_ticks(self.own, children=False) / os.sysconf("SC_CLK_TCK")
-        return postgres_cpu_seconds() - own
+        return postgres_cpu_seconds(self.postmaster) - own
 
     def read(self) -> dict[str, float | None]:
         """Seconds so far: ``workers`` (ended children) and ``postgres`` (None off Linux)."""

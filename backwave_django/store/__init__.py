@@ -7,7 +7,8 @@ joins the caller's transaction when there is one (enqueue inside ``atomic()`` co
 back with the caller's writes) and is all-or-nothing otherwise.
 
 One module per family of operations: ``enqueueing`` (and ``batches``: many batches of it),
-``claims``, ``leases``, ``outcomes``, ``actions`` (operator actions), ``schedules``,
+``claims`` (and ``flow``, ``limits``: flow control), ``leases``, ``outcomes``, ``actions``
+(operator actions), ``schedules``,
 ``workflows``, ``housekeeping`` and ``observers``. The hot ones (claim, enqueue, report) have two
 implementations behind one interface each (``backends``): the portable ORM path beside the
 contract here, the reference, and PostgreSQL's fast path in ``postgres/`` (its SQL files, its
@@ -34,6 +35,7 @@ from .backends import StoreBackend, install
 from .batches import PortableBatchWriter, enqueue_batches
 from .claims import PortableClaims, claim
 from .enqueueing import PortableInserts, check_bounds, enqueue, enqueue_batch, enqueue_many, missing_jobs
+from .flow import held_until
 from .housekeeping import (
     count_purgeable,
     prune_workers,
@@ -52,6 +54,7 @@ from .leases import (
     release_leases,
     sweep_expired_leases,
 )
+from .limits import declare_limits
 from .observers import claim_observer_deliveries, report_observer_deliveries, sequence_log
 from .outcomes import PortableOutcomes, job_output, report_outcome, report_outcomes
 from .postgres.claims import PostgresClaims
@@ -91,6 +94,7 @@ __all__ = [
     "claim_observer_deliveries",
     "connect",
     "count_purgeable",
+    "declare_limits",
     "enqueue",
     "enqueue_batch",
     "enqueue_batches",
@@ -98,6 +102,7 @@ __all__ = [
     "enqueue_workflow",
     "expire_leases",
     "heartbeat",
+    "held_until",
     "job_output",
     "list_workflows",
     "mint_due",

@@ -8,13 +8,14 @@ The PostgreSQL statements (``store/postgres/sql/*.sql``) name them in braces (``
 from __future__ import annotations
 
 from ..core.states import TERMINAL_STATES, JobState
-from ..models import JobDependency, JobRecord, JobTag, JobTransition, QueueSettings
+from ..models import JobDependency, JobRecord, JobTag, JobTransition, LimitLease, QueueSettings
 
 JOBS = JobRecord._meta.db_table
 TRANSITIONS = JobTransition._meta.db_table
 TAGS = JobTag._meta.db_table
 EDGES = JobDependency._meta.db_table
 QUEUES = QueueSettings._meta.db_table
+LIMIT_LEASES = LimitLease._meta.db_table
 
 SCHEDULED = int(JobState.SCHEDULED)
 LEASED = int(JobState.LEASED)
@@ -26,6 +27,8 @@ TERMINAL = "(" + ", ".join(str(int(state)) for state in sorted(TERMINAL_STATES))
 QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
 #: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
 UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
+#: Advisory-lock class id of flow control's bucket locks (the second key is the bucket's CRC32).
+LIMIT_LOCK_CLASS = 0x0BAC_3A80 & 0x7FFF_FFFF
 
 #: What a ``{name}`` in the PostgreSQL statements' SQL files stands for.
 VOCABULARY: dict[str, str] = {
@@ -34,10 +37,12 @@ VOCABULARY: dict[str, str] = {
     "tags": TAGS,
     "edges": EDGES,
     "queues": QUEUES,
+    "limit_leases": LIMIT_LEASES,
     "SCHEDULED": str(SCHEDULED),
     "LEASED": str(LEASED),
     "SUCCEEDED": str(SUCCEEDED),
     "TERMINAL": TERMINAL,
     "QUEUE_LOCK_CLASS": str(QUEUE_LOCK_CLASS),
     "UNIQUE_LOCK_CLASS": str(UNIQUE_LOCK_CLASS),
+    "LIMIT_LOCK_CLASS": str(LIMIT_LOCK_CLASS),
 }

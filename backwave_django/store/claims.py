@@ -9,7 +9,9 @@ run against each):
 * PostgreSQL's fast path (``store/postgres/claims.py``): one ``CLAIM`` statement per queue,
   pipelined with the queue locks as one round trip when the claim is a transaction of its own.
 
-Both gate each queue by :func:`queue_gates` (paused, or full under its concurrency limit).
+Both gate each queue by :func:`queue_gates` (paused, or full under its concurrency limit). A queue
+holding jobs under limits or partitions (a lane other than 0) is served by the flow claim
+(``store/flow.py``) on both paths.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from ..models import JobRecord, JobTag, QueueSettings
 from ._rows import Row, UnitOfWork, lock_rows
 from ._tx import atomic_retrying, lock_queues
 from .backends import store_backend
+from .flow import CLAIM_EXTRA, PortableFlowReads, has_flow_jobs, pick
+from .limits import record_claims
 
 
 def claim(
@@ -161,13 +165,18 @@ def _claim_portable(
         take = within_gate(limit - len(leased), gates[queue])
         if take <= 0:
             continue
-        candidates = lock_rows(
-            JobRecord.objects.using(using)
-            .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
-            .order_by("-priority", "due_time", "sequence")[:take],
-            skip_locked=True,
-            extra=("wire_name", "payload", "backoff", "timeout", "trace_context"),
-        )
+        if has_flow_jobs(using, queue):
+            picked = pick(PortableFlowReads(), using, queue, take, now)
+            candidates = [kept for _, kept, _ in picked.jobs]
+            record_claims(using, [(c.sequence, keys) for c, _, keys in picked.jobs], picked.bounds, now)
+        else:
+            candidates = lock_rows(
+                JobRecord.objects.using(using)
+                .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
+                .order_by("-priority", "due_time", "sequence")[:take],
+                skip_locked=True,
+                extra=CLAIM_EXTRA,
+            )
         for row, extra in candidates:
             uow.transition(
                 row,

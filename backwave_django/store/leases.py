@@ -1,6 +1,8 @@
 """Leases: renewing them (heartbeats), disposing expired ones, and releasing them at shutdown.
 
 A lease is dead at its expiry instant: a heartbeat or outcome at exactly ``lease_expiry`` fails.
+Every way a lease ends here (the sweep, a release) frees the job's flow-control slots in the same
+transaction (``limits.free_slots``), as outcomes do.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from ..conf import get_settings
 from ..core import actors
+from ..core.limits import PLAIN_LANE
 from ..core.outcomes import HeartbeatResult
 from ..core.retry import RetryPolicy, ceiling_given_back, job_retry_policy
 from ..core.states import JobState
@@ -28,6 +31,7 @@ from ..database import jobs_database
 from ..models import JobRecord
 from ._rows import Row, UnitOfWork, cascade, lock_rows
 from ._tx import atomic_retrying, notify
+from .limits import free_slots
 
 
 def heartbeat(
@@ -111,12 +115,12 @@ def sweep_expired_leases(
             .filter(queue__in=served, state=JobState.LEASED, lease_expiry__lte=now)
             .order_by("lease_expiry", "sequence")[:max_jobs],
             skip_locked=True,
-            extra=("backoff",),
+            extra=("backoff", "lane"),
         )
         uow = UnitOfWork(settings, now)
         ended: list[tuple[Row, JobState]] = []
         released = {"lease_owner": None, "lease_expiry": None}
-        for row, (backoff,) in rows:
+        for row, (backoff, _) in rows:
             retry_at = job_retry_policy(row.max_attempts, backoff, retry).next_attempt_at(row.attempt, now)
             if retry_at is not None:
                 uow.transition(
@@ -134,6 +138,7 @@ def sweep_expired_leases(
                 ended.append((row, JobState.DEAD_LETTERED))
         cascade(uow, using, ended)
         uow.flush(using)
+        free_slots(using, [(row.sequence, row.queue) for row, (_, lane) in rows if lane != PLAIN_LANE])
         return ExpiredLeases(redelivered=len(rows) - len(ended), dead_lettered=len(ended))
 
     return atomic_retrying(using, body)
@@ -158,7 +163,8 @@ def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetim
         rows = lock_rows(
             JobRecord.objects.using(using)
             .filter(job_id__in=ids, state=JobState.LEASED, lease_owner=worker_id, lease_expiry__gt=now)
-            .order_by("sequence")
+            .order_by("sequence"),
+            extra=("lane",),
         )
         uow = UnitOfWork(settings, now)
         for row, _ in rows:
@@ -172,6 +178,7 @@ def release_leases(*, worker_id: str, job_ids: Sequence[uuid.UUID], now: datetim
                 max_attempts=ceiling_given_back(row.max_attempts, settings.retry),
             )
         uow.flush(using)
+        free_slots(using, [(row.sequence, row.queue) for row, (lane,) in rows if lane != PLAIN_LANE])
         for queue in sorted({row.queue for row, _ in rows}):
             notify(using, queue)
         return len(rows)

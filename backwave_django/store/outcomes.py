@@ -21,6 +21,7 @@ from typing import Any
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors
 from ..core.encoding import json_size
+from ..core.limits import PLAIN_LANE
 from ..core.outcomes import OutcomeReport, Success, outcome_effect
 from ..core.retry import ceiling_given_back
 from ..core.states import JobState, OutcomeResult
@@ -32,6 +33,7 @@ from ..models import JobRecord
 from ._rows import Row, UnitOfWork, cascade, lock_rows
 from ._tx import atomic_retrying
 from .backends import store_backend
+from .limits import free_slots
 
 
 def report_outcome(report: OutcomeReport, *, now: datetime) -> OutcomeResult:
@@ -90,12 +92,13 @@ def report_portable(
     using: str, reports: list[OutcomeReport], now: datetime, settings: BackWaveSettings
 ) -> list[OutcomeResult]:
     results: list[OutcomeResult] = []
-    rows = {
-        row.job_id: row
-        for row, _ in lock_rows(
-            JobRecord.objects.using(using).filter(job_id__in={r.job_id for r in reports}).order_by("sequence")
-        )
-    }
+    locked = lock_rows(
+        JobRecord.objects.using(using).filter(job_id__in={r.job_id for r in reports}).order_by("sequence"),
+        extra=("lane",),
+    )
+    rows = {row.job_id: row for row, _ in locked}
+    lanes = {row.sequence: lane for row, (lane,) in locked}
+    freed: list[tuple[int, str]] = []
     uow = UnitOfWork(settings, now)
     ended: list[tuple[Row, JobState]] = []
     for report in reports:
@@ -111,6 +114,8 @@ def report_portable(
             results.append(OutcomeResult.STALE_LEASE)
             continue
         new_state = _apply(uow, row, report, now)
+        if lanes[row.sequence] != PLAIN_LANE:
+            freed.append((row.sequence, row.queue))
         if new_state.is_terminal:
             ended.append((row, new_state))
         if report.added_tags:
@@ -118,6 +123,7 @@ def report_portable(
         results.append(OutcomeResult.APPLIED)
     cascade(uow, using, ended)
     uow.flush(using)
+    free_slots(using, freed)
     return results
 
 

@@ -3,7 +3,9 @@
 A claim costs a transaction whatever its size, so the pump claims in batches: at once when a
 good batch of slots is free, when nothing runs, or when a hint arrived (a job was enqueued, or
 maintenance minted some); a partial batch after ``CLAIM_LINGER_SECONDS``, or after the poll
-interval when the last claim found nothing.
+interval when the last claim found nothing (sooner when a flow-control rate limit held due jobs
+back: when its window slides, ``store.held_until``). A claim held back by a concurrency limit
+waits for the hint a freed slot sends.
 
 A claim that came back short (fewer jobs than it asked for: every queue it names was out of due
 jobs) is not repeated at once, only after a change: a hint, an outcome batch landing (it may have
@@ -30,6 +32,8 @@ class ClaimPacing:
         self.last_short = False
         #: A hint arrived (or maintenance minted jobs) since the last claim was sent.
         self.hinted = False
+        #: When a rate limit holding back due jobs admits one again (the last claim found nothing).
+        self.opens_at: float | None = None
 
     def sending(self, now: float) -> None:
         """A claim is about to be sent."""
@@ -37,9 +41,12 @@ class ClaimPacing:
         self.last_at = now
         self.last_empty = self.last_short = False  # until it answers (a claim that fails may retry)
 
-    def answered(self, got: int, asked: int) -> None:
+    def answered(self, got: int, asked: int, opens_in: float | None = None) -> None:
+        """The claim found ``got`` of ``asked``; ``opens_in``: seconds until a rate limit that holds
+        due jobs back admits one again (the claim found nothing), or None."""
         self.last_empty = got == 0
         self.last_short = got < asked
+        self.opens_at = None if opens_in is None else self.last_at + max(opens_in, 0.0)
 
     def changed(self) -> None:
         """An outcome batch landed: the next claim goes at once."""
@@ -55,4 +62,7 @@ class ClaimPacing:
 
     def next_partial(self) -> float:
         """When a partial batch is claimed anyway."""
-        return self.last_at + (self.poll_interval if self.last_empty else CLAIM_LINGER_SECONDS)
+        if not self.last_empty:
+            return self.last_at + CLAIM_LINGER_SECONDS
+        polled = self.last_at + self.poll_interval
+        return polled if self.opens_at is None else min(polled, self.opens_at)

@@ -43,6 +43,7 @@ from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
 from ..observers import definitions
+from ..registry import declared_limits
 from . import writer as outcome_writer
 from .execution import Executor, Finished, Running
 from .faults import EXIT_GAVE_UP, WorkerFaults, give_up_seconds
@@ -95,6 +96,7 @@ class Worker:
         self.stop_deadline: float | None = None
         self.signals_received = 0
         self.started_jobs = 0
+        self.rates_declared = False
         self.completed_jobs = 0
         self.faults = WorkerFaults(self.worker_id, give_up_seconds(options.burst, options.give_up_after))
         self.next_heartbeat = 0.0
@@ -211,6 +213,11 @@ class Worker:
         )
         self._apply_queue_settings()
         self._sync_schedules()
+        declared = declared_limits()
+        store.declare_limits(declared, now=clock.now())
+        # Only a rate can hold a job until a moment (its window sliding); without one, an empty
+        # claim asks nothing more (an operator's override that adds a rate falls back to the poll).
+        self.rates_declared = any(values.rate is not None for values in declared.values())
         return True
 
     def _start(self) -> None:
@@ -559,7 +566,15 @@ class Worker:
             claimed_total += len(claimed)
             if not claimed:
                 break
-        self.pacing.answered(claimed_total, asked)  # each batch names every queue: none has more
+        # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
+        opens_in = None
+        if (
+            claimed_total == 0
+            and self.rates_declared
+            and (opens := store.held_until(queues=self.queues, now=(now := clock.now())))
+        ):
+            opens_in = (opens - now).total_seconds()
+        self.pacing.answered(claimed_total, asked, opens_in)
         return claimed_total
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:

@@ -144,6 +144,7 @@ def test_the_report_locks_its_rows_through_the_job_id_index(seeded: list[uuid.UU
         "default_max_attempts": 5,
         "batch": json.dumps(batch),
         "tags": "[]",
+        "hint_channel": store.HINT_CHANNEL,
     }
     scans = _scans_of(_plan(outcomes.REPORT, params), JOBS)
     assert scans, scans

@@ -71,3 +71,26 @@ def test_a_short_claim_is_repeated_after_the_linger_and_an_empty_one_after_the_p
 def test_no_free_slot_never_claims(pacing: ClaimPacing) -> None:
     pacing.hinted = True
     assert not pacing.due(free=0, batch=BATCH, running=False, now=1e9)
+
+
+def test_an_empty_claim_held_back_by_a_rate_limit_claims_again_when_its_window_slides(
+    pacing: ClaimPacing,
+) -> None:
+    pacing.sending(100.0)
+    pacing.answered(0, 32, opens_in=0.25)
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.2)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.25)
+
+
+def test_a_window_sliding_after_the_poll_interval_waits_for_the_poll_only(pacing: ClaimPacing) -> None:
+    pacing.sending(100.0)
+    pacing.answered(0, 32, opens_in=5.0)
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL - 0.01)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL)
+
+
+def test_a_claim_that_took_jobs_forgets_the_window(pacing: ClaimPacing) -> None:
+    pacing.sending(100.0)
+    pacing.answered(0, 32, opens_in=0.25)
+    _claimed(pacing, got=0, asked=32, at=101.0)
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=101.5)

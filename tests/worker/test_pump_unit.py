@@ -288,12 +288,38 @@ def test_a_claim_is_short_when_it_hands_out_less_than_it_asked_for_within_the_ba
         return [_finished().running.claimed for _ in range(handed_out)]
 
     monkeypatch.setattr(store, "claim", claim)
+    monkeypatch.setattr(store, "held_until", lambda **_: None)  # no rate limit holds anything back
     monkeypatch.setattr(worker.executor, "start_many", lambda running: None)
     try:
         assert worker._claim() == handed_out
         assert asked == [40]
         assert worker.pacing.last_short is short
         assert worker.pacing.last_empty is (handed_out == 0)
+        assert worker.pacing.opens_at is None
+    finally:
+        worker.executor.shutdown()
+
+
+def test_an_empty_claim_held_back_by_a_rate_limit_wakes_when_the_window_slides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=20))
+    asked: list[tuple[str, ...]] = []
+
+    def held_until(*, queues: list[str], now: datetime) -> datetime:
+        asked.append(tuple(queues))
+        return now + timedelta(seconds=0.25)
+
+    monkeypatch.setattr(store, "claim", lambda **_: [])
+    monkeypatch.setattr(store, "held_until", held_until)
+    try:
+        assert worker._claim() == 0
+        assert asked == []  # no rate declared: nothing can be held until a moment, so no question
+        worker.rates_declared = True
+        assert worker._claim() == 0
+        assert asked == [("default",)]
+        assert worker.pacing.opens_at is not None
+        assert worker.pacing.next_partial() == pytest.approx(worker.pacing.last_at + 0.25)
     finally:
         worker.executor.shutdown()
 

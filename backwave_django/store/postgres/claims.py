@@ -5,6 +5,9 @@
   and one :data:`CLAIM` per queue in one round trip, as one transaction.
 * Inside the caller's transaction, or for a queue with a concurrency limit: the queue gates read
   exactly (``store.claims.queue_gates``, after :func:`_open_claim`), then one :data:`CLAIM` per queue.
+* A queue holding jobs under limits or partitions (a lane other than 0) takes nothing in the
+  pipeline, which reports it like a limited queue; the exact path serves it by the flow claim
+  (``store/flow.py``, :func:`_claim_flow`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from ...core.states import HistoryPolicy
 from ...core.tags import tag_from_pair
 from .._tx import atomic_retrying, retrying
 from ..claims import QueueOptions, queue_gates, within_gate
+from ..flow import pick
+from ..limits import record_claims
 from .connection import fetch_bound, own_transaction, pipelined_transaction
+from .flow import FLOW_LEASE, PostgresFlowReads, flow_queues
 from .queues import LOCK_QUEUES_SHARED, queue_keys
 from .statements import statement
 
@@ -68,15 +74,20 @@ class PostgresClaims:
 
         def body() -> list[ClaimedJob]:
             gates = queue_gates(using, served, _open_claim(using, served, async_commit=alone))
+            flowing = flow_queues(using, served)
             claimed: list[ClaimedJob] = []
             for queue in served:
                 take = within_gate(limit - len(claimed), gates[queue])
-                if take > 0:
-                    params = _claim_params(take, worker_id, expiry, now, settings)
-                    rows = fetch_bound(
-                        using, CLAIM, {**params, "queue": queue, "before": [], "through": []}, jobs=take
-                    )
-                    claimed += _claimed_jobs(rows, worker_id, expiry)
+                if take <= 0:
+                    continue
+                params = _claim_params(take, worker_id, expiry, now, settings)
+                if queue in flowing:
+                    claimed += _claim_flow(using, queue, params, worker_id, expiry)
+                    continue
+                rows = fetch_bound(
+                    using, CLAIM, {**params, "queue": queue, "before": [], "through": []}, jobs=take
+                )
+                claimed += _claimed_jobs(rows, worker_id, expiry)
             return claimed
 
         return head + atomic_retrying(using, body)
@@ -94,6 +105,20 @@ def _claim_params(
         "history": settings.history is not HistoryPolicy.OFF,
         "cap": settings.max_transitions_per_job,
     }
+
+
+def _claim_flow(
+    using: str, queue: str, params: dict[str, Any], worker_id: str, expiry: datetime
+) -> list[ClaimedJob]:
+    """The flow claim of one queue (``store/flow.py``), its chosen jobs leased by :data:`FLOW_LEASE`."""
+    now = params["now"]
+    picked = pick(PostgresFlowReads(), using, queue, params["take"], now)
+    if not picked.jobs:
+        return []
+    sequences = [sequence for _, sequence, _ in picked.jobs]
+    rows = fetch_bound(using, FLOW_LEASE, {**params, "picked": sequences}, jobs=len(sequences))
+    record_claims(using, [(c.sequence, keys) for c, _, keys in picked.jobs], picked.bounds, now)
+    return _claimed_jobs(rows, worker_id, expiry)
 
 
 def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> QueueOptions:

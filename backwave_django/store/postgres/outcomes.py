@@ -21,6 +21,7 @@ from .._rows import Row, UnitOfWork, cascade
 from .._tx import atomic_retrying, retrying
 from ..outcomes import report_portable
 from .connection import fetch_bound, own_transaction, pipelined_transaction
+from .notifications import HINT_CHANNEL
 from .statements import statement
 
 #: Apply a batch of outcomes, each under its fence (read at each call, as a module global).
@@ -93,6 +94,7 @@ def _report_params(
         "default_max_attempts": settings.retry.max_attempts,
         "batch": json.dumps(batch),
         "tags": json.dumps(tags) if tags else "[]",
+        "hint_channel": HINT_CHANNEL,
     }
     return params, "{" + ",".join(ids) + "}"
 

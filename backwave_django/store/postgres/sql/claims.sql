@@ -4,9 +4,12 @@
 -- Lease up to %(take)s due jobs of one queue, log the claims, trim logs over the cap, and return
 -- the claimed jobs with their tags.
 --
--- The batch size (gate) is worked out here: nothing from a paused queue, and nothing when a queue
--- in %(through)s (this one or an earlier one of the same claim) has a concurrency limit: such
--- queues are served on the exact path, whose caller passes empty %(before)s and %(through)s
+-- The batch size (gate) is worked out here: nothing from a queue holding a Scheduled job under
+-- limits or a partition (lane not 0: a probe of the lane index, empty when no job uses flow
+-- control; the flow claim serves such a queue, store/flow.py) or after one in %(before)s (as after
+-- a limited queue: the exact path serves the rest, in order), nothing from a paused queue, and
+-- nothing when a queue in %(through)s (this one or an earlier one of the same claim) has a
+-- concurrency limit: such queues are served on the exact path, whose caller passes empty %(before)s and %(through)s
 -- because it has gated the claim itself. What earlier queues of the same transaction leased (rows
 -- whose version this transaction wrote: xmin) is taken off %(take)s.
 --
@@ -17,11 +20,20 @@
 -- never read, and SKIP LOCKED skips rows other claimers hold before LIMIT counts, as a single
 -- range scan would. The walk stops as soon as the batch is full.
 --
--- ANY(ARRAY(...)) rather than a join, here and below: a prepared statement's generic plan guesses
--- the LIMIT at a tenth of the table and would hash-join a full scan; an array probes the primary
--- key. tests/store/test_plans.py pins the plan.
+-- The lane probes are LIMIT 1 in lane order, in the select list: the planner can serve them only
+-- from the lane index (an EXISTS may become a join, and where most Scheduled jobs are under flow
+-- control a bare LIMIT 1 may become a table scan). ANY(ARRAY(...)) rather than a join, here and
+-- below: a prepared statement's generic plan guesses the LIMIT at a tenth of the table and would
+-- hash-join a full scan; an array probes the primary key. tests/store/test_plans.py and
+-- tests/store/test_flow_plans.py pin the plans.
 WITH RECURSIVE gate AS (
     SELECT CASE
+        WHEN (SELECT true FROM {jobs} AS f
+              WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1)
+          OR (SELECT bool_or((SELECT true FROM {jobs} AS f
+                              WHERE f.queue = b AND f.state = {SCHEDULED} AND f.lane <> 0
+                              ORDER BY f.lane LIMIT 1))
+              FROM unnest(%(before)s::text[]) AS b) THEN 0
         WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
         WHEN coalesce(bool_or(s.concurrency_limit IS NOT NULL AND NOT s.paused), false) THEN 0
         ELSE greatest(%(take)s - (
@@ -91,7 +103,8 @@ SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_pl
 
 -- name: PIPELINED_OPEN
 -- The first statement of a pipelined claim: the asynchronous commit, the generic plan, the queues'
--- shared locks (as LOCK_QUEUES_SHARED takes them), and which of the queues are limited (read
+-- shared locks (as LOCK_QUEUES_SHARED takes them), and which of the queues are limited or hold
+-- jobs under flow control (a probe of the lane index each) (read
 -- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
 -- path; the claim statements' own, later reads decide).
 SELECT set_config('synchronous_commit', 'off', true),
@@ -99,4 +112,8 @@ SELECT set_config('synchronous_commit', 'off', true),
        (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT queue FROM {queues}
-             WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused)
+             WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused
+             UNION ALL
+             SELECT q FROM unnest(%(queues)s::text[]) AS q
+             WHERE (SELECT true FROM {jobs} AS f
+                    WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1))

@@ -3,7 +3,8 @@
 -- name: REPORT
 -- Apply a batch of outcomes, each under its fence: lock the reported rows by job_id (the unique
 -- index) in sequence order, judge the fence on the locked, current row version, write the new
--- state, log it, trim logs over the cap and add the attempts' tags. The batch travels as one JSON
+-- state, log it, trim logs over the cap, add the attempts' tags and free the ended leases'
+-- flow-control slots. The batch travels as one JSON
 -- document (%(batch)s; %(tags)s likewise), parsed by jsonb_to_recordset. Each row's target state,
 -- retry time and cause were worked out by core.outcomes.outcome_effect on the client.
 WITH input AS (
@@ -37,7 +38,17 @@ WITH input AS (
         next_ordinal = j.next_ordinal + 1
     FROM locked AS f
     WHERE j.sequence = f.sequence AND f.fenced_in
-    RETURNING j.sequence, j.job_id, j.state, j.attempt, j.next_ordinal - 1 AS ordinal, f.detail, f.worker_id
+    RETURNING j.sequence, j.job_id, j.state, j.attempt, j.next_ordinal - 1 AS ordinal, f.detail, f.worker_id,
+              j.lane, j.queue
+), freed AS (
+    -- The lease ended: the job's concurrency slots are free (flow control; docs/store.md, "The flow
+    -- claim"), and the idle workers of its queue are told (on commit). Plain jobs (lane 0) have no
+    -- slot: for them the array is empty and nothing is read.
+    DELETE FROM {limit_leases} AS s
+    USING applied AS a
+    WHERE s.job = a.sequence AND a.lane <> 0
+      AND s.job = ANY(ARRAY(SELECT sequence FROM applied WHERE lane <> 0))
+    RETURNING pg_notify(%(hint_channel)s, a.queue)
 ), logged AS (
     INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, state, attempt, detail, worker_id FROM applied WHERE %(history)s

@@ -1,0 +1,147 @@
+"""The flow claim: how a claim takes jobs from a queue holding jobs under limits or partitions
+(docs/store.md, "The flow claim").
+
+A queue is on this path while it has a Scheduled job whose lane is not 0 (``core.limits.lane_of``);
+plain-only queues never come here. In the claim's own transaction, :func:`pick` finds the queue's
+lanes (one probe per lane of the lane index), locks their buckets in sorted order, reads the bounds
+in force and counts each bucket's use, reads the first due jobs of each lane whose every bucket has
+room (a held lane is never read) and of lane 0 (the plain jobs), and chooses among them
+(``core.fairness.choose``). The caller leases the chosen jobs on its own path and then calls
+``limits.record_claims``. Each backend supplies the reads (:class:`FlowReads`): the portable one
+here, PostgreSQL's in ``store/postgres/flow.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..core.fairness import Bucket, Candidate, admits, choose
+from ..core.limits import PLAIN_LANE, LimitKeys
+from ..core.states import JobState
+from ..core.validation import require_aware, require_queues
+from ..database import jobs_database
+from ..models import JobRecord, LimitBucket
+from ._rows import lock_rows
+from .limits import Bounds, bounds_in_force, bucket_room, next_opening
+
+_T = TypeVar("_T")
+
+
+class FlowReads(Protocol[_T]):
+    """What a backend reads for :func:`pick`; ``_T`` is what it keeps of each fetched job."""
+
+    def lanes(self, using: str, queue: str) -> list[tuple[int, LimitKeys]]:
+        """The queue's lanes other than 0 with a Scheduled job, each with its buckets."""
+        ...
+
+    def lock(self, using: str, buckets: Sequence[Bucket]) -> None:
+        """Lock the buckets (sorted) until the transaction ends."""
+        ...
+
+    def fetch(
+        self, using: str, queue: str, lane: int, take: int, now: datetime
+    ) -> list[tuple[Candidate, _T]]:
+        """Up to ``take`` due jobs of the lane in claim order, locked (skipping locked ones)."""
+        ...
+
+
+@dataclass
+class Picked(Generic[_T]):
+    """What :func:`pick` chose: the jobs in the order taken, with their buckets, and the bounds."""
+
+    jobs: list[tuple[Candidate, _T, LimitKeys]] = field(default_factory=list)
+    bounds: Bounds = field(default_factory=dict)
+
+
+def pick(reads: FlowReads[_T], using: str, queue: str, take: int, now: datetime) -> Picked[_T]:
+    """Choose up to ``take`` jobs of a flow queue (see the module's docstring)."""
+    lanes = reads.lanes(using, queue)
+    buckets = sorted({bucket for _, keys in lanes for bucket in keys})
+    reads.lock(using, buckets)
+    bounds = bounds_in_force(using, {name for name, _ in buckets})
+    room = bucket_room(using, buckets, bounds, now)
+    fetched: dict[int, list[tuple[Candidate, _T]]] = {
+        PLAIN_LANE: reads.fetch(using, queue, PLAIN_LANE, take, now)
+    }
+    keys: dict[int, LimitKeys] = {PLAIN_LANE: ()}
+    for lane, lane_keys in lanes:
+        if not admits(room, lane_keys):
+            continue  # held: its jobs are never read
+        room_left = [units for b in lane_keys if (units := room.get(b)) is not None]
+        jobs = reads.fetch(using, queue, lane, min([take, *room_left]), now)
+        if jobs:
+            fetched[lane], keys[lane] = jobs, lane_keys
+    kept = {c.sequence: kept for jobs in fetched.values() for c, kept in jobs}
+    chosen = choose({lane: [c for c, _ in jobs] for lane, jobs in fetched.items()}, keys, room, take)
+    return Picked([(c, kept[c.sequence], keys[c.lane]) for c in chosen], bounds)
+
+
+def has_flow_jobs(using: str, queue: str) -> bool:
+    """Whether the queue has a Scheduled job of a lane other than 0 (a probe of the lane index)."""
+    return (
+        JobRecord.objects.using(using)
+        .filter(queue=queue, state=JobState.SCHEDULED)
+        .exclude(lane=PLAIN_LANE)
+        .exists()
+    )
+
+
+def held_until(*, queues: Sequence[str], now: datetime) -> datetime | None:
+    """The earliest instant after ``now`` at which a rate-held bucket of the ``queues``' Scheduled
+    jobs admits a claim again, or None (a worker whose claim found nothing sleeps until then at
+    most). One probe of the lane index when the queues hold no job under flow control."""
+    served = require_queues(queues)
+    require_aware("now", now)
+    using = jobs_database()
+    scheduled = JobRecord.objects.using(using).filter(queue__in=served, state=JobState.SCHEDULED)
+    if not scheduled.exclude(lane=PLAIN_LANE).exists():
+        return None
+    reads = PortableFlowReads()
+    buckets = sorted({b for queue in served for _, keys in reads.lanes(using, queue) for b in keys})
+    if not buckets:
+        return None
+    bounds = bounds_in_force(using, {name for name, _ in buckets})
+    return next_opening(using, buckets, bounds, now)
+
+
+#: The columns the portable claim reads of each job besides ``_rows.ROW_FIELDS``.
+CLAIM_EXTRA = ("wire_name", "payload", "backoff", "timeout", "trace_context")
+
+
+class PortableFlowReads:
+    """:class:`FlowReads` through the ORM (every database); a job is kept as its locked row."""
+
+    def lanes(self, using: str, queue: str) -> list[tuple[int, LimitKeys]]:
+        scheduled = JobRecord.objects.using(using).filter(queue=queue, state=JobState.SCHEDULED)
+        lanes = sorted(set(scheduled.exclude(lane=PLAIN_LANE).values_list("lane", flat=True).distinct()))
+        found: list[tuple[int, LimitKeys]] = []
+        for lane in lanes:
+            stored = scheduled.filter(lane=lane).values_list("limit_keys", flat=True).first()
+            found.append((lane, tuple((str(n), str(b)) for n, b in stored or ())))
+        return found
+
+    def lock(self, using: str, buckets: Sequence[Bucket]) -> None:
+        if not buckets:
+            return
+        LimitBucket.objects.using(using).bulk_create(
+            [LimitBucket(name=name, bucket=bucket) for name, bucket in buckets], ignore_conflicts=True
+        )
+        for name, bucket in buckets:  # one row at a time, in order: every claimer locks the same way
+            list(LimitBucket.objects.using(using).filter(name=name, bucket=bucket).select_for_update())
+
+    def fetch(
+        self, using: str, queue: str, lane: int, take: int, now: datetime
+    ) -> list[tuple[Candidate, Any]]:
+        rows = lock_rows(
+            JobRecord.objects.using(using)
+            .filter(queue=queue, state=JobState.SCHEDULED, lane=lane, due_time__lte=now)
+            .order_by("-priority", "due_time", "sequence")[:take],
+            skip_locked=True,
+            extra=(*CLAIM_EXTRA, "priority"),
+        )
+        return [
+            (Candidate(row.sequence, extra[-1], row.due_time, lane), (row, extra[:-1])) for row, extra in rows
+        ]

@@ -1,0 +1,216 @@
+"""Flow control's bookkeeping (docs/store.md, "The flow claim"): the bounds workers declare and
+the bounds in force, what a bucket has used, the slots and starts a claim records, and freeing a
+job's slots when its lease ends.
+
+Usage is never stored as a number: a bucket's Leased count is its :class:`LimitLease` rows and its
+starts in the window are its :class:`LimitStart` rows, read by the claim after it has locked the
+bucket (``store/flow.py``), so the counts are exact under any number of claimers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from functools import reduce
+from operator import or_
+
+from django.db.models import Count, Max, Q
+
+from ..core.fairness import Bucket, room_of
+from ..core.limits import LimitKeys, LimitValues, in_force
+from ..core.validation import require_aware, validate_queue_name
+from ..database import jobs_database
+from ..models import LimitLease, LimitSettings, LimitStart
+from ._tx import atomic_retrying, notify
+
+#: The bounds in force of each limit a claim looks at; None: neither declared nor overridden (held).
+Bounds = dict[str, LimitValues | None]
+
+
+def declare_limits(values: Mapping[str, LimitValues], *, now: datetime) -> None:
+    """Store the bounds the loaded job definitions declare (``registry.declared_limits``), one row
+    per limit name; an operator's override, stored beside them, is never touched. A worker calls
+    it at start; the next claim obeys the new declaration (an override still wins while set)."""
+    require_aware("now", now)
+    if not isinstance(values, Mapping):
+        raise TypeError(
+            f"values must be a mapping of limit names to LimitValues, got {type(values).__name__}"
+        )
+    declared: list[tuple[str, LimitValues]] = []
+    for name, value in values.items():
+        validate_queue_name(name, "limit name")
+        if not isinstance(value, LimitValues):
+            raise TypeError(f"values[{name!r}] must be a LimitValues, got {type(value).__name__}")
+        declared.append((name, value))
+    if not declared:
+        return
+    using = jobs_database()
+
+    def body() -> None:
+        for name, value in sorted(declared, key=lambda entry: entry[0]):
+            LimitSettings.objects.using(using).update_or_create(
+                name=name,
+                defaults={
+                    "declared_concurrency": value.concurrency,
+                    "declared_rate": value.rate,
+                    "declared_period": value.period,
+                    "declared_at": now,
+                },
+            )
+
+    atomic_retrying(using, body)
+
+
+def _values(concurrency: int | None, rate: int | None, period: float | None) -> LimitValues | None:
+    if concurrency is None and rate is None:
+        return None
+    return LimitValues(concurrency, rate, period if period is not None and period > 0 else 1.0)
+
+
+def bounds_in_force(using: str, names: Iterable[str]) -> Bounds:
+    """The bounds each named limit is held to now (``core.limits.in_force``: an override wins over
+    the declaration; a limit with neither is None: its jobs are held)."""
+    wanted = sorted(set(names))
+    bounds: Bounds = dict.fromkeys(wanted)
+    if not wanted:
+        return bounds
+    rows = (
+        LimitSettings.objects.using(using)
+        .filter(name__in=wanted)
+        .values_list(
+            "name",
+            "declared_concurrency",
+            "declared_rate",
+            "declared_period",
+            "overridden",
+            "override_concurrency",
+            "override_rate",
+            "override_period",
+        )
+    )
+    for name, d_conc, d_rate, d_period, overridden, o_conc, o_rate, o_period in rows:
+        declared = _values(d_conc, d_rate, d_period)
+        override = _values(o_conc, o_rate, d_period if o_period is None else o_period) if overridden else None
+        bounds[name] = in_force(declared, override)
+    return bounds
+
+
+def _any_bucket(buckets: Iterable[Bucket]) -> Q:
+    return reduce(or_, (Q(name=name, bucket=bucket) for name, bucket in buckets))
+
+
+def bucket_room(
+    using: str, buckets: Sequence[Bucket], bounds: Bounds, now: datetime
+) -> dict[Bucket, int | None]:
+    """How many more jobs each bucket admits now: its bounds in force less its Leased count
+    (:class:`LimitLease` rows) and its starts in the window (:class:`LimitStart` rows with
+    ``started_at > now - period``); 0 for a bucket of a limit not in force (held), None for one
+    that bounds nothing. Exact only when the buckets are locked (``store/flow.py``)."""
+    leased: dict[Bucket, int] = {}
+    started: dict[Bucket, int] = {}
+    concurrent = [b for b in buckets if (v := bounds.get(b[0])) is not None and v.concurrency is not None]
+    if concurrent:
+        for name, bucket, n in (
+            LimitLease.objects.using(using)
+            .filter(_any_bucket(concurrent))
+            .values("name", "bucket")
+            .annotate(n=Count("id"))
+            .values_list("name", "bucket", "n")
+        ):
+            leased[(name, bucket)] = n
+    rated = [(b, v.period) for b in buckets if (v := bounds.get(b[0])) is not None and v.rate is not None]
+    if rated:
+        window = reduce(
+            or_,
+            (
+                Q(name=name, bucket=bucket, started_at__gt=now - timedelta(seconds=period))
+                for (name, bucket), period in rated
+            ),
+        )
+        for name, bucket, n in (
+            LimitStart.objects.using(using)
+            .filter(window)
+            .values("name", "bucket")
+            .annotate(n=Count("id"))
+            .values_list("name", "bucket", "n")
+        ):
+            started[(name, bucket)] = n
+    room: dict[Bucket, int | None] = {}
+    for b in buckets:
+        values = bounds.get(b[0])
+        if values is None:
+            room[b] = 0
+        else:
+            room[b] = room_of((values.concurrency, values.rate), leased.get(b, 0), started.get(b, 0))
+    return room
+
+
+def record_claims(
+    using: str, claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds, now: datetime
+) -> None:
+    """Write what the claimed jobs use: a :class:`LimitLease` per concurrency-bounded limit of each
+    job (``(sequence, buckets)``), a :class:`LimitStart` per rate-bounded one; and drop the starts
+    of those buckets that no window can count any more (older than the longest period of any limit)."""
+    slots: list[LimitLease] = []
+    starts: list[LimitStart] = []
+    for sequence, keys in claimed:
+        for name, bucket in keys:
+            values = bounds.get(name)
+            if values is None:
+                continue
+            if values.concurrency is not None:
+                slots.append(LimitLease(name=name, bucket=bucket, job=sequence, acquired_at=now))
+            if values.rate is not None:
+                starts.append(LimitStart(name=name, bucket=bucket, started_at=now))
+    if slots:
+        LimitLease.objects.using(using).bulk_create(slots)
+    if starts:
+        LimitStart.objects.using(using).bulk_create(starts)
+        horizon = now - timedelta(seconds=longest_period(using))
+        LimitStart.objects.using(using).filter(
+            _any_bucket({(s.name, s.bucket) for s in starts}), started_at__lte=horizon
+        ).delete()
+
+
+def longest_period(using: str) -> float:
+    """The longest window any limit has, declared or overridden (seconds; 1 when none is stored)."""
+    found = LimitSettings.objects.using(using).aggregate(d=Max("declared_period"), o=Max("override_period"))
+    periods: list[float] = [float(p) for p in (found["d"], found["o"]) if p is not None]
+    return max(periods or [1.0])
+
+
+def next_opening(using: str, buckets: Sequence[Bucket], bounds: Bounds, now: datetime) -> datetime | None:
+    """The earliest instant after ``now`` at which a rate-held bucket among ``buckets`` admits a
+    claim again (its window slides past the start that fills it), or None if none is rate-held."""
+    earliest: datetime | None = None
+    for name, bucket in buckets:
+        values = bounds.get(name)
+        if values is None or values.rate is None:
+            continue
+        period = timedelta(seconds=values.period)
+        window = list(
+            LimitStart.objects.using(using)
+            .filter(name=name, bucket=bucket, started_at__gt=now - period)
+            .order_by("started_at")
+            .values_list("started_at", flat=True)
+        )
+        if len(window) >= values.rate:
+            opens = window[len(window) - values.rate] + period
+            earliest = opens if earliest is None else min(earliest, opens)
+    return earliest
+
+
+def free_slots(using: str, jobs: Sequence[tuple[int, str]]) -> None:
+    """A lease ended for each of ``jobs`` (``(sequence, queue)``, jobs of a lane other than 0):
+    delete their :class:`LimitLease` rows, in the caller's transaction, and hint their queues'
+    workers that a slot is free (PostgreSQL; delivered on commit)."""
+    if not jobs:
+        return
+    freed = set(
+        LimitLease.objects.using(using).filter(job__in=[s for s, _ in jobs]).values_list("job", flat=True)
+    )
+    if not freed:
+        return
+    LimitLease.objects.using(using).filter(job__in=sorted(freed)).delete()
+    for queue in sorted({queue for sequence, queue in jobs if sequence in freed}):
+        notify(using, queue)
