@@ -42,6 +42,10 @@ JOB_TABLES = (
     "backwave_django_observerdelivery",
     "backwave_django_observerdeadletter",
     "backwave_django_logsequencer",
+    "backwave_django_limitlease",
+    "backwave_django_limitstart",
+    "backwave_django_limitbucket",
+    "backwave_django_limitsettings",
 )
 POLL_SECONDS = 0.02
 

@@ -33,3 +33,7 @@ if os.environ.get(OBSERVER_ENV) == "1":
     @observer(OBSERVER_ID, states=list(JobState))
     def every_state(event: TransitionEvent) -> None:
         """Subscribed to every transition, and does nothing: what is measured is the delivery."""
+
+
+if os.environ.get("BACKWAVE_BENCH_FLOW") == "1":  # benchmarks/flow.py FLOW_ENV
+    from . import flow_jobs  # noqa: F401  (the flow step's limited noops)

@@ -38,6 +38,7 @@ MEASUREMENTS = (
     "memory",
     "dependencies",
     "horizon",
+    "flow",
     "retention",
 )
 HEAVY = ("scale", "memory", "horizon", "retention")
@@ -446,6 +447,8 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
             "≤ 150% of clean",
             _status(held <= 1.5) if held is not None else "—",
         )
+    if not error_row("flow"):
+        flow_rows(results["flow"], add)
     if not error_row("retention"):
         r = results["retention"]
         v = r["verdict"]
@@ -461,6 +464,34 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
         )
     error_row("peers")  # its figures have a table of their own (benchmarks/peer_report.py)
     return table
+
+
+def flow_rows(r: dict[str, Any], add: Callable[..., None]) -> None:
+    """The ``flow`` step's rows (benchmarks/flow.py): the unlimited reference, a limit that never
+    binds against it, and how much of a binding rate was used."""
+    jobs = r["runs"]["plain"][0]["jobs"]
+    add(f"Flow: processing, 1 process, plain noops, n={jobs:,} (the reference)", _jobs(r["plain_rate"]))
+    add(
+        f"Flow: processing, 1 process, noops under a concurrency limit that never binds (10,000), n={jobs:,}",
+        _jobs(r["loose_rate"]),
+        f"{_jobs(r['plain_rate'])} (plain noops, alternating)",
+        f"{r['loose_ratio']:.0%}",
+        "≥ 80% of plain",
+        _status(r["loose_ratio"] >= 0.80),
+    )
+    paced = r["paced"]
+    used = paced["used"]
+    add(
+        f"Flow: a binding rate limit ({paced['rate_limit']}/{paced['period_s']:g} s), 1 process, "
+        f"{paced['jobs']:,} due noops; at most {paced['most_in_a_window']} claims in any window",
+        f"{paced['claims_in_whole_periods'] / paced['whole_periods']:,.0f} claims per period"
+        if paced["whole_periods"]
+        else "—",
+        f"{paced['rate_limit']} per period (the limit)",
+        f"{used:.0%}" if used is not None else "—",
+        "≥ 95% of the rate",
+        _status(used >= 0.95) if used is not None else "—",
+    )
 
 
 def details(results: dict[str, Any]) -> list[str]:
@@ -634,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        from . import horizon, measures, observing, peers, retention
+        from . import flow, horizon, measures, observing, peers, retention
 
         ctx = measures.Context(
             dbname=args.db,
@@ -670,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
             "memory": measures.memory,
             "dependencies": measures.dependencies,
             "horizon": horizon.horizon,
+            "flow": flow.flow,
             "retention": retention.retention,
         }
         timings: dict[str, float] = {}

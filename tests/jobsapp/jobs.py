@@ -14,6 +14,9 @@ from . import harness_jobs  # noqa: F401  (the virtual-time harness tests' jobs 
 if os.environ.get("BACKWAVE_TEST_OBSERVERS") == "1":
     from . import worker_observers  # noqa: F401  (observers for the worker's observer tests)
 
+if os.environ.get("BACKWAVE_TEST_FLOW") == "1":
+    from . import flow_jobs  # noqa: F401  (limited and partitioned jobs for the worker's flow tests)
+
 
 def _mark(path: str | None, token: str) -> None:
     if path:

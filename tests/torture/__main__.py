@@ -26,7 +26,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, help="client processes (short 2, long 4)")
     parser.add_argument("--drain-bound", type=float, help="seconds the drain may take (short 45, long 180)")
     parser.add_argument("--artifacts", type=Path, default=Path("torture-artifacts"))
-    parser.add_argument("--sabotage", choices=["fence"], default="", help="break the product on purpose")
+    parser.add_argument("--sabotage", choices=["fence", "limits"], default="", help="break the product on purpose")
     parser.add_argument("--no-chaos", action="store_true", help="no kills, stops or backend terminations")
     parser.add_argument(
         "--restarts",
@@ -43,6 +43,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=0.1,
         help="chance a worker sends an outcome batch twice, as after a lost acknowledgement (default 0.1)",
     )
+    parser.add_argument(
+        "--flow-share",
+        type=float,
+        default=0.3,
+        help="share of enqueues (and of batches) that are limited or partitioned jobs (default 0.3)",
+    )
+    parser.add_argument(
+        "--clock-skew",
+        type=float,
+        default=None,
+        help="seconds the first worker's clock runs behind the others' (short 0, long 1.5)",
+    )
     parser.add_argument("--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run")
     args = parser.parse_args(argv)
     for name in ("duration", "workers", "clients", "drain_bound"):
@@ -51,6 +63,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {value}")
     if not 0 <= args.duplicate_delivery <= 1:
         parser.error(f"--duplicate-delivery must be between 0 and 1, got {args.duplicate_delivery}")
+    if args.clock_skew is not None and not 0 <= args.clock_skew < 3:
+        parser.error(f"--clock-skew must be at least 0 and below the 3 s lease, got {args.clock_skew}")
+    if not 0 <= args.flow_share <= 1:
+        parser.error(f"--flow-share must be between 0 and 1, got {args.flow_share}")
     if args.database and not args.database.startswith("bw_torture"):
         parser.error("--database must start with 'bw_torture' (it is dropped and recreated)")
     return args
@@ -79,6 +95,8 @@ def main(argv: list[str]) -> int:
         database=args.database,
         keep_artifacts=args.keep_artifacts,
         duplicate_delivery=args.duplicate_delivery,
+        flow_share=args.flow_share,
+        clock_skew=(1.5 if args.mode == "long" else 0.0) if args.clock_skew is None else args.clock_skew,
     )
     logging.getLogger("torture").info("seed %d (replay with --seed %d)", seed, seed)
     runner = Runner(config)

@@ -11,6 +11,8 @@ ROLE_ENV = "BACKWAVE_TORTURE_ROLE"
 SABOTAGE_ENV = "BACKWAVE_TORTURE_SABOTAGE"
 #: The chance that a worker delivers an outcome batch twice (see patches.py).
 DUPLICATE_DELIVERY_ENV = "BACKWAVE_TORTURE_DUPLICATE_P"
+#: Seconds a worker's clock runs off the true time (see patches.py): a host with another clock.
+CLOCK_SKEW_ENV = "BACKWAVE_TORTURE_CLOCK_SKEW"
 
 
 class TortureConfig(AppConfig):

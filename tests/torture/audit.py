@@ -89,6 +89,9 @@ class JobRow:
     mode: int
     #: The row's stored ceiling (grown by one per snooze or graceful release); None: the config's.
     max_attempts: int | None = None
+    #: Flow control: the stored partition and buckets (``((limit name, bucket), ...)``).
+    partition: str | None = None
+    limit_keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -103,6 +106,8 @@ class Snapshot:
     tags: list[tuple[str, str, str]] = field(default_factory=list)
     #: Observer id → its cursor and the positions it dead-lettered.
     observers: dict[str, ObserverEnd] = field(default_factory=dict)
+    #: (limit name, bucket, job id) per concurrency slot in use (LimitLease row).
+    limit_leases: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,12 @@ NAMESPACE = uuid.UUID("6f1c1f2e-9d3c-4c55-9a8e-7a0b1d2c3e4f")
 QUEUES = ("torture-a", "torture-b", "torture-gov", "torture-p")
 GOVERNED_QUEUE = "torture-gov"
 PAUSABLE_QUEUE = "torture-p"
+#: The share of single enqueues, and of batches, that are flow-controlled jobs (limited or
+#: partitioned, tests/torture/jobs.py) unless the runner's --flow-share says otherwise, and the
+#: queues they go to.
+FLOW_SHARE = 0.3
+FLOW_QUEUES = ("torture-a", "torture-b", PAUSABLE_QUEUE, GOVERNED_QUEUE)
+FLOW_KINDS = ("keyed", "shared", "rated", "tenant")
 #: Some jobs spin this long after their work, with a time limit of SPIN_TIMEOUT seconds: they time out.
 SPIN_MS = 600
 SPIN_TIMEOUT = 0.25
@@ -46,6 +52,7 @@ class Client:
         self.index = int(options["index"])
         self.seed = int(options["seed"])
         self.deadline = float(options["deadline"])  # set by main() from the start signal
+        self.flow_share = float(options.get("flow_share", FLOW_SHARE))
         self.dice = random.Random(f"{self.seed}:client:{self.index}")
         self.journal = journal
         self.actor = f"torture-op-{self.index}"
@@ -203,6 +210,12 @@ class Client:
                 ).value
         else:
             definition: Any = work_async if dice.random() < 0.2 else work
+            arguments: dict[str, Any] = {}
+            options: dict[str, Any] = {}
+            if dice.random() < self.flow_share:
+                definition, arguments, options, keys, partition = self._flow_job(dice.choice(FLOW_KINDS))
+                queue = fields["queue"] = dice.choice(FLOW_QUEUES)
+                fields.update(limit_keys=keys, partition=partition)
             fields["wire"] = definition.wire_name
             spec = self._job_spec()
 
@@ -218,7 +231,8 @@ class Client:
                     tags=tags,
                     job_id=job_id,
                     timeout=timeout,
-                ).enqueue(**spec)
+                    **options,
+                ).enqueue(**arguments, **spec)
                 return receipt.enqueue_result.value
 
         result = self.guarded("enqueue", job_id, call, **fields)
@@ -230,20 +244,66 @@ class Client:
     def enqueue_batch(self) -> None:
         from backwave_django import enqueue_many
 
-        from .jobs import WIRE, work
+        from .jobs import work
 
-        prepared = [
-            work.using(queue=self.dice.choice(QUEUES), tags=["batch"]).prepare(**self._job_spec())
-            for _ in range(self.dice.randint(2, 10))
-        ]
+        # Some batches are all flow-controlled jobs of one kind: bursts a limit has to hold back.
+        kind = self.dice.choice(FLOW_KINDS) if self.dice.random() < self.flow_share else None
+        prepared: list[Any] = []
+        expected: list[dict[str, Any]] = []
+        for _ in range(self.dice.randint(2, 10)):
+            if kind is None:
+                prepared.append(work.using(queue=self.dice.choice(QUEUES), tags=["batch"]).prepare(**self._job_spec()))
+                expected.append({"wire": work.wire_name})
+                continue
+            definition, arguments, options, keys, partition = self._flow_job(kind)
+            queue = self.dice.choice(FLOW_QUEUES)
+            prepared.append(
+                definition.using(queue=queue, tags=["batch"], **options).prepare(**arguments, **self._job_spec())
+            )
+            expected.append({"wire": definition.wire_name, "limit_keys": keys, "partition": partition})
         receipts = self.guarded("enqueue_batch", None, lambda: enqueue_many(prepared))
         if receipts is _FAILED:
-            for item in prepared:  # the batch may or may not have committed
-                self.log(op="enqueue", job=str(item.job_id), result="uncertain", wire=WIRE, parents=[], mode=0)
+            for item, fields in zip(prepared, expected, strict=True):  # the batch may or may not have committed
+                self.log(op="enqueue", job=str(item.job_id), result="uncertain", parents=[], mode=0, **fields)
             return
-        for receipt in receipts:
-            self.log(op="enqueue", job=str(receipt.job_id), result=receipt.enqueue_result.value, wire=WIRE, parents=[], mode=0)
+        for receipt, fields in zip(receipts, expected, strict=True):
+            self.log(
+                op="enqueue", job=str(receipt.job_id), result=receipt.enqueue_result.value, parents=[], mode=0, **fields
+            )
             self.known.append(receipt.job_id)
+
+    def _flow_job(self, kind: str) -> tuple[Any, dict[str, Any], dict[str, Any], list[list[str]], str | None]:
+        """A flow-controlled job of ``kind``: its definition, its bucket or tenant argument, extra
+        ``.using()`` options, and the buckets and partition it must be stored with."""
+        from .jobs import (
+            KEYED,
+            KEYED_BUCKETS,
+            RATED,
+            RATED_BUCKETS,
+            SHARED,
+            TENANTS,
+            keyed,
+            rated,
+            shared,
+            tenant_work,
+        )
+
+        dice = self.dice
+        if kind == "keyed":
+            bucket = dice.choice(KEYED_BUCKETS)
+            if dice.random() < 0.2:  # .using(limit_keys=...) names the bucket instead of the argument
+                chosen = dice.choice(KEYED_BUCKETS)
+                return keyed, {"bucket": bucket}, {"limit_keys": {KEYED.name: chosen}}, [[KEYED.name, chosen]], None
+            return keyed, {"bucket": bucket}, {}, [[KEYED.name, bucket]], None
+        if kind == "shared":
+            return shared, {}, {}, [[SHARED.name, ""]], None
+        if kind == "rated":
+            bucket = dice.choice(RATED_BUCKETS)
+            return rated, {"bucket": bucket}, {}, sorted([[RATED.name, bucket], [SHARED.name, ""]]), None
+        tenant = dice.choice(TENANTS)
+        if dice.random() < 0.2:  # .using(partition=...) wins over the argument
+            return tenant_work, {"tenant": tenant}, {"partition": "t-chosen"}, [], "t-chosen"
+        return tenant_work, {"tenant": tenant}, {}, [], tenant
 
     # --- Operator actions ------------------------------------------------------------------
 

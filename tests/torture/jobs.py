@@ -21,7 +21,7 @@ import random
 import time
 from typing import Any
 
-from backwave_django import Discard, JobContext, JobState, Snooze, TransitionEvent, job, observer
+from backwave_django import Discard, JobContext, JobState, Limit, Snooze, TransitionEvent, job, observer
 
 #: Where handlers append their execution records (one file per worker process).
 EXEC_LOG_ENV = "BACKWAVE_TORTURE_EXEC_LOG"
@@ -84,6 +84,29 @@ def _finish(ctx: JobContext, seed: int, fail: bool, tag: bool) -> dict[str, Any]
     return {"attempt": ctx.attempt} if _dice(ctx, seed).random() < 0.2 else None
 
 
+def _work(
+    ctx: JobContext,
+    seed: int,
+    ms: int,
+    fail_p: float,
+    long_ms: int,
+    tag: bool,
+    snooze_p: float,
+    discard_p: float,
+    spin_ms: int,
+) -> dict[str, Any] | None:
+    _record(ctx)
+    duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        ctx.raise_if_cancelled()
+        time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
+    ctx.raise_if_cancelled()
+    _decide(ctx, seed, snooze_p, discard_p)
+    _spin(ctx, spin_ms)
+    return _finish(ctx, seed, fail, tag)
+
+
 @job(WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
 def work(
     ctx: JobContext,
@@ -96,16 +119,7 @@ def work(
     discard_p: float = 0.0,
     spin_ms: int = 0,
 ) -> dict[str, Any] | None:
-    _record(ctx)
-    duration, fail = _plan(ctx, seed, ms, fail_p, long_ms)
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        ctx.raise_if_cancelled()
-        time.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
-    ctx.raise_if_cancelled()
-    _decide(ctx, seed, snooze_p, discard_p)
-    _spin(ctx, spin_ms)
-    return _finish(ctx, seed, fail, tag)
+    return _work(ctx, seed, ms, fail_p, long_ms, tag, snooze_p, discard_p, spin_ms)
 
 
 @job(ASYNC_WIRE, queue="torture-a", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, takes_context=True)
@@ -126,6 +140,113 @@ async def work_async(
     _decide(ctx, seed, snooze_p, discard_p)
     await asyncio.sleep(spin_ms / 1000.0)  # a timeout cancels the task here
     return _finish(ctx, seed, fail, tag)
+
+
+# --- Flow control: limited and partitioned jobs (docs/flow-control.md) -------------------------
+#
+# A keyed concurrency limit with a few buckets, a whole-limit concurrency limit shared by jobs of
+# two queues, a keyed rate limit (its jobs are under the shared limit too, so a claim must pass
+# both), and a partitioned job. The audit (flow_audit.py) holds the log to these bounds, so they
+# are declared here once and read by the runner.
+
+KEYED = Limit("torture-keyed", concurrency=2, key="bucket")
+SHARED = Limit("torture-shared", concurrency=3)
+RATED = Limit("torture-rated", rate=3, period=2.0, key="bucket")
+FLOW_LIMITS = (KEYED, SHARED, RATED)
+KEYED_BUCKETS = ("k0", "k1", "k2")
+RATED_BUCKETS = ("r0", "r1")
+TENANTS = ("t0", "t1", "t2", "t3")
+
+
+@job(
+    "torture.keyed",
+    queue="torture-a",
+    max_attempts=MAX_ATTEMPTS,
+    backoff=BACKOFF,
+    takes_context=True,
+    limits=[KEYED],
+)
+def keyed(
+    ctx: JobContext,
+    bucket: str,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
+) -> dict[str, Any] | None:
+    return _work(ctx, seed, ms, fail_p, long_ms, tag, snooze_p, discard_p, spin_ms)
+
+
+@job(
+    "torture.shared",
+    queue="torture-a",
+    max_attempts=MAX_ATTEMPTS,
+    backoff=BACKOFF,
+    takes_context=True,
+    limits=[SHARED],
+)
+def shared(
+    ctx: JobContext,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
+) -> dict[str, Any] | None:
+    return _work(ctx, seed, ms, fail_p, long_ms, tag, snooze_p, discard_p, spin_ms)
+
+
+@job(
+    "torture.rated",
+    queue="torture-b",
+    max_attempts=MAX_ATTEMPTS,
+    backoff=BACKOFF,
+    takes_context=True,
+    limits=[RATED, SHARED],
+)
+def rated(
+    ctx: JobContext,
+    bucket: str,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
+) -> dict[str, Any] | None:
+    return _work(ctx, seed, ms, fail_p, long_ms, tag, snooze_p, discard_p, spin_ms)
+
+
+@job(
+    "torture.tenant",
+    queue="torture-b",
+    max_attempts=MAX_ATTEMPTS,
+    backoff=BACKOFF,
+    takes_context=True,
+    partition="tenant",
+)
+def tenant_work(
+    ctx: JobContext,
+    tenant: str,
+    seed: int = 0,
+    ms: int = 20,
+    fail_p: float = 0.2,
+    long_ms: int = 0,
+    tag: bool = False,
+    snooze_p: float = 0.0,
+    discard_p: float = 0.0,
+    spin_ms: int = 0,
+) -> dict[str, Any] | None:
+    return _work(ctx, seed, ms, fail_p, long_ms, tag, snooze_p, discard_p, spin_ms)
 
 
 @job(STRICT_WIRE, queue="torture-a", takes_context=True)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .apps import DUPLICATE_DELIVERY_ENV
+from .apps import CLOCK_SKEW_ENV, DUPLICATE_DELIVERY_ENV
 from .audit import (
     AuditConfig,
     JobRow,
@@ -36,7 +36,8 @@ from .audit import (
     check_stable,
 )
 from .client import GOVERNED_QUEUE, PAUSABLE_QUEUE, QUEUES
-from .jobs import BACKOFF, EXEC_LOG_ENV, MAX_ATTEMPTS, OBSERVERS, UNROUTABLE_WIRES
+from .flow_audit import FlowLimit, check_flow, flow_figures
+from .jobs import BACKOFF, EXEC_LOG_ENV, FLOW_LIMITS, MAX_ATTEMPTS, OBSERVERS, UNROUTABLE_WIRES
 from .observer_audit import check_observers
 from .pgserver import PrivateCluster, Server
 
@@ -56,6 +57,8 @@ WORKER_SETTINGS: dict[str, Any] = {
     "OBSERVER_RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": [0.05, 0.2]},
     "OBSERVER_TIMEOUT": 2.0,
 }
+#: The torture's flow-control limits as the audit holds the log to them (never overridden in a run).
+LIMITS = {limit.name: FlowLimit(limit.concurrency, limit.rate, limit.period) for limit in FLOW_LIMITS}
 #: However long jobs keep moving, the drain stops after this many drain bounds in all.
 DRAIN_CAP_FACTOR = 4
 #: A worker slot whose process dies on its own this many times is an infrastructure failure.
@@ -83,6 +86,8 @@ class RunConfig:
     database: str = ""
     keep_artifacts: bool = False
     duplicate_delivery: float = 0.1
+    flow_share: float = 0.3
+    clock_skew: float = 0.0
 
 
 @dataclass
@@ -108,6 +113,8 @@ class Figures:
     observer_failures: int = 0
     observer_dead_letters: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
+    #: Per flow limit (and the partitioned jobs): jobs, claims and the peak count in one bucket.
+    flow: dict[str, dict[str, int]] = field(default_factory=dict)
     drain_seconds: float = 0.0
     observer_catch_up_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -145,7 +152,7 @@ class WorkerSlot:
                 "--shutdown-timeout",
                 "5",
             ],
-            env=self.runner.child_env(role="worker"),
+            env=self.runner.child_env(role="worker", slot=self.index),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -202,7 +209,7 @@ class Runner:
 
     # --- Environment ---------------------------------------------------------------------------
 
-    def child_env(self, *, role: str) -> dict[str, str]:
+    def child_env(self, *, role: str, slot: int | None = None) -> dict[str, str]:
         env = {
             **os.environ,
             **self.server.env(),
@@ -215,11 +222,14 @@ class Runner:
         }
         env.pop("BACKWAVE_TORTURE_ROLE", None)
         env.pop("BACKWAVE_TORTURE_SABOTAGE", None)
+        env.pop(CLOCK_SKEW_ENV, None)
         if role == "worker":
             env["BACKWAVE_TORTURE_ROLE"] = "worker"
             env[DUPLICATE_DELIVERY_ENV] = repr(self.config.duplicate_delivery)
             if self.config.sabotage:
                 env["BACKWAVE_TORTURE_SABOTAGE"] = self.config.sabotage
+            if slot == 0 and self.config.clock_skew:
+                env[CLOCK_SKEW_ENV] = repr(-self.config.clock_skew)  # behind the others
         return env
 
     def _setup_database(self) -> None:
@@ -376,6 +386,7 @@ class Runner:
                 "seed": config.seed,
                 "journal": str(self.dir / f"client-{index}.jsonl"),
                 "go": str(go),
+                "flow_share": config.flow_share,
             }
             log = (self.dir / f"client-{index}.log").open("wb")
             self.clients.append(
@@ -521,6 +532,7 @@ class Runner:
             + check_stable(first, second)
             + audit(second, events, config)
             + check_observers(second, events, OBSERVERS)
+            + check_flow(second, events, LIMITS)
         )
         self._count(second, events)
         self.snapshot = second
@@ -567,6 +579,7 @@ class Runner:
             JobRecord,
             JobTag,
             JobTransition,
+            LimitLease,
             Observer,
             ObserverDeadLetter,
         )
@@ -576,16 +589,20 @@ class Runner:
         jobs: dict[str, JobRow] = {}
         for values in JobRecord.objects.values_list(
             "sequence", "job_id", "wire_name", "queue", "state", "attempt", "lease_owner", "lease_expiry",
-            "terminal_at", "terminal_cause", "mode", "max_attempts",
+            "terminal_at", "terminal_cause", "mode", "max_attempts", "partition", "limit_keys",
         ):
-            sequence, job_id, wire, queue, state, attempt, owner, expiry, terminal_at, cause, mode, ceiling = values
+            (
+                sequence, job_id, wire, queue, state, attempt, owner, expiry, terminal_at, cause, mode, ceiling,
+                partition, keys,
+            ) = values
             key = str(job_id)
             sequence_to_id[sequence] = key
             jobs[key] = JobRow(
                 job_id=key, wire_name=wire, queue=queue, state=state, attempt=attempt, lease_owner=owner,
                 lease_expiry=expiry.timestamp() if expiry else None,
                 terminal_at=terminal_at.timestamp() if terminal_at else None, terminal_cause=cause, mode=mode,
-                max_attempts=ceiling,
+                max_attempts=ceiling, partition=partition,
+                limit_keys=tuple((str(name), str(bucket)) for name, bucket in keys or ()),
             )
         transitions: dict[str, list[Transition]] = {}
         self.figures.timeouts = self.figures.discards = 0
@@ -615,7 +632,13 @@ class Runner:
             observer_id: ObserverEnd(cursor=cursor, dead_letters=frozenset(dead_letters.get(observer_id, ())))
             for observer_id, cursor in Observer.objects.values_list("observer_id", "cursor")
         }
-        return Snapshot(jobs=jobs, transitions=transitions, edges=edges, tags=tags, observers=observers)
+        leases = [
+            (name, bucket, sequence_to_id.get(j, f"seq:{j}"))
+            for name, bucket, j in LimitLease.objects.values_list("name", "bucket", "job")
+        ]
+        return Snapshot(
+            jobs=jobs, transitions=transitions, edges=edges, tags=tags, observers=observers, limit_leases=leases
+        )
 
     def _merged_events(self) -> list[dict[str, Any]]:
         events = list(self.events)
@@ -652,6 +675,7 @@ class Runner:
         for row in snapshot.jobs.values():
             states[state_name(row.state)] = states.get(state_name(row.state), 0) + 1
         f.final_states = states
+        f.flow = flow_figures(snapshot, LIMITS)
         f.given_back = sum(
             1
             for log in snapshot.transitions.values()
@@ -688,6 +712,8 @@ class Runner:
             "replay": f"python -m tests.torture --mode {self.config.mode} --seed {self.config.seed} "
             f"--duration {self.config.duration:g} --workers {self.config.workers} --clients {self.config.clients}"
             + f" --duplicate-delivery {self.config.duplicate_delivery:g}"
+            + f" --flow-share {self.config.flow_share:g}"
+            + f" --clock-skew {self.config.clock_skew:g}"
             + (f" --sabotage {self.config.sabotage}" if self.config.sabotage else ""),
         }
         (self.dir / "run.json").write_text(json.dumps(run, indent=2))
@@ -741,6 +767,8 @@ def summary(runner: Runner, code: int) -> str:
         f"{f.given_back}",
         f"  observers: deliveries {f.observer_deliveries}, failed calls (retried) {f.observer_failures}, "
         f"dead letters {f.observer_dead_letters}; caught up {f.observer_catch_up_seconds} s after the drain",
+        "  flow control (jobs / claims / peak in one bucket): "
+        + ", ".join(f"{name} {v['jobs']}/{v['claims']}/{v['peak']}" for name, v in f.flow.items()),
         f"  final states {f.final_states}; drain {f.drain_seconds} s; wall {f.wall_seconds} s",
         f"  violations: {f.violations}",
     ]

@@ -1,5 +1,6 @@
-"""The torture suite's self-test: a short run goes red when the lease fence is sabotaged, and
-green on the same seed without the sabotage. Real workers and clients on PostgreSQL."""
+"""The torture suite's self-test: a short run goes red when the lease fence is sabotaged, or when
+the flow claim stops checking buckets, and green on the same seed without the sabotage. Real
+workers and clients on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -66,7 +67,18 @@ def test_disabling_the_lease_fence_turns_the_torture_red(tmp_path: Path) -> None
     assert oracles & {"LegalTransition", "EffectOnce", "OutcomeProvenance"}, output
 
 
-def test_the_same_run_without_sabotage_is_clean(tmp_path: Path) -> None:
-    code, violations, output = torture(tmp_path)
+def test_skipping_the_flow_claims_bucket_check_turns_the_torture_red(tmp_path: Path) -> None:
+    # Mostly limited jobs, so that a 6-second run presses on every bound.
+    code, violations, output = torture(tmp_path, "--sabotage", "limits", "--flow-share", "0.8")
+    assert code == 1, output
+    oracles = {v["oracle"] for v in violations}
+    # Claims that no longer count what a bucket holds: more Leased at once, or more claims in a
+    # window, than the limit allows.
+    assert oracles & {"FlowConcurrency", "FlowRate"}, output
+
+
+@pytest.mark.parametrize("flow_share", ["0.3", "0.8"])
+def test_the_same_run_without_sabotage_is_clean(tmp_path: Path, flow_share: str) -> None:
+    code, violations, output = torture(tmp_path, "--flow-share", flow_share)
     assert code == 0, output
     assert violations == []
