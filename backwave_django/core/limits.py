@@ -25,6 +25,11 @@ MAX_BUCKET_LENGTH = 200
 WHOLE_LIMIT = ""
 #: The lane of jobs with no limit and no partition.
 PLAIN_LANE = 0
+#: How long past the longest period a rate's starts are kept: a claim counts the starts after its
+#: own ``now - period``, and a worker whose clock is behind another's (or that read its clock
+#: before another's claim committed) must still find them. Rates are exact while the claimers'
+#: clocks agree within this margin (docs/flow-control.md).
+CLOCK_MARGIN_SECONDS = 60.0
 
 #: A job's buckets: ``((limit name, bucket), ...)``, sorted by limit name, one per limit.
 LimitKeys = tuple[tuple[str, str], ...]

@@ -17,7 +17,7 @@ from operator import or_
 from django.db.models import Count, Max, Q
 
 from ..core.fairness import Bucket, room_of
-from ..core.limits import LimitKeys, LimitValues, in_force
+from ..core.limits import CLOCK_MARGIN_SECONDS, LimitKeys, LimitValues, in_force
 from ..core.validation import require_aware, validate_queue_name
 from ..database import jobs_database
 from ..models import LimitLease, LimitSettings, LimitStart
@@ -150,7 +150,8 @@ def record_claims(
 ) -> None:
     """Write what the claimed jobs use: a :class:`LimitLease` per concurrency-bounded limit of each
     job (``(sequence, buckets)``), a :class:`LimitStart` per rate-bounded one; and drop the starts
-    of those buckets that no window can count any more (older than the longest period of any limit)."""
+    of those buckets that no window can count any more: older than the longest period of any limit
+    and ``core.limits.CLOCK_MARGIN_SECONDS`` (a claimer whose clock is behind still counts them)."""
     slots: list[LimitLease] = []
     starts: list[LimitStart] = []
     for sequence, keys in claimed:
@@ -166,7 +167,7 @@ def record_claims(
         LimitLease.objects.using(using).bulk_create(slots)
     if starts:
         LimitStart.objects.using(using).bulk_create(starts)
-        horizon = now - timedelta(seconds=longest_period(using))
+        horizon = now - timedelta(seconds=longest_period(using) + CLOCK_MARGIN_SECONDS)
         LimitStart.objects.using(using).filter(
             _any_bucket({(s.name, s.bucket) for s in starts}), started_at__lte=horizon
         ).delete()

@@ -11,7 +11,7 @@ import pytest
 
 from backwave_django import store
 from backwave_django.conf import get_settings
-from backwave_django.core.limits import LimitValues
+from backwave_django.core.limits import CLOCK_MARGIN_SECONDS, LimitValues
 from backwave_django.core.outcomes import Cancelled, Failure, OutcomeReport, Snoozed, Success
 from backwave_django.core.states import JobState
 from backwave_django.models import JobRecord, JobTransition, LimitLease, LimitSettings, LimitStart
@@ -74,17 +74,22 @@ def test_a_rate_window_slides_and_counts_started_at_after_now_minus_period() -> 
     assert claimed_ids(now=just_before) == []
     assert store.held_until(queues=["default"], now=just_before) == T0 + timedelta(seconds=10)
     assert claimed_ids(now=T0 + timedelta(seconds=10)) == jobs[2:4]
-    # The first two starts no longer count in any window of the longest period: dropped.
-    assert LimitStart.objects.count() == 2
+    # The first two starts count in no window any more, but are kept for the clocks' margin.
+    assert LimitStart.objects.count() == 4
 
 
-def test_old_starts_beyond_the_longest_period_are_dropped() -> None:
+def test_old_starts_beyond_the_longest_period_and_the_clocks_margin_are_dropped() -> None:
     declare(api=LimitValues(None, 1, 5.0))
     jobs = [enqueue_flow(keys=keyed("a")) for _ in range(3)]
+    kept_for = timedelta(seconds=5 + CLOCK_MARGIN_SECONDS)
     assert claimed_ids(now=T0) == jobs[:1]
     assert claimed_ids(now=T0 + timedelta(seconds=5)) == jobs[1:2]
-    assert claimed_ids(now=T0 + timedelta(seconds=11)) == jobs[2:3]
-    assert sorted(LimitStart.objects.values_list("started_at", flat=True)) == [T0 + timedelta(seconds=11)]
+    # At exactly the longest period plus the margin after the first start, it goes; the second stays.
+    assert claimed_ids(now=T0 + kept_for) == jobs[2:3]
+    assert sorted(LimitStart.objects.values_list("started_at", flat=True)) == [
+        T0 + timedelta(seconds=5),
+        T0 + kept_for,
+    ]
 
 
 def test_a_job_under_several_limits_is_claimed_only_when_every_one_admits_it() -> None:

@@ -2,9 +2,10 @@
 after ``now - period`` with no upper bound, so it is exact in recorded time even when a worker's
 clock is behind another's, or a worker read its clock before another worker's claim committed.
 
-The claim also drops starts no window can count any more; dropping them by the claiming worker's
-own ``now`` loses starts that a claim stamped earlier still has to count. Marked ``xfail(strict)``
-until the store keeps them: it then passes, and the marker must go.
+The claim also drops starts no window can count any more, but only those older than the longest
+period and a margin for clocks that disagree (``core.limits.CLOCK_MARGIN_SECONDS``): dropping them
+by the claiming worker's own ``now - period`` alone would lose starts that a claim stamped earlier
+still has to count.
 """
 
 from __future__ import annotations
@@ -23,11 +24,6 @@ pytestmark = pytest.mark.django_db
 SECOND = timedelta(seconds=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.limits.record_claims drops starts older than its own now - longest period, which "
-    "a claim stamped earlier (a worker behind) still counts",
-)
 def test_a_claim_stamped_before_a_later_claims_prune_still_counts_its_whole_window() -> None:
     declare(api=LimitValues(None, 2, 1.0))
     for _ in range(4):
