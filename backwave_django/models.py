@@ -76,18 +76,14 @@ class JobRecord(models.Model):
         verbose_name = "job"
         verbose_name_plural = "jobs"
         indexes = [
-            # The claim walks it one priority at a time (highest first), by due time, then sequence.
-            models.Index(
-                fields=["queue", "-priority", "due_time", "sequence"],
-                condition=Q(state=JobState.SCHEDULED),
-                name="backwave_job_claim_priority",
-            ),
-            # Flow control's claim steps from lane to lane (one probe each) and reads a lane's due
-            # jobs in claim order. Plain jobs (lane 0) are not in it, so they never pay for it.
+            # The claim index, keyed by lane for every Scheduled job. A plain queue's claim walks its
+            # lane 0 prefix one priority at a time (highest first), by due time, then sequence; flow
+            # control's claim steps from lane to lane (lanes above 0, one probe each) and reads a
+            # lane's due jobs in claim order, so held jobs of other lanes are never stepped over.
             models.Index(
                 fields=["queue", "lane", "-priority", "due_time", "sequence"],
-                condition=Q(state=JobState.SCHEDULED) & ~Q(lane=PLAIN_LANE),
-                name="backwave_job_claim_lane",
+                condition=Q(state=JobState.SCHEDULED),
+                name="backwave_job_claim",
             ),
             models.Index(
                 fields=["queue", "lease_expiry"],

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 T = raw.JOB_TABLE
 TRANSITIONS = "backwave_django_jobtransition"
-CLAIM_INDEX = "backwave_job_claim_priority"
+CLAIM_INDEX = "backwave_job_claim"
 DATABASE = "backwave_horizon"
 #: Picks the claim out of pg_stat_statements (backwave_django/store/postgres/sql/claims.sql).
 CLAIM_LIKE = "%FOR UPDATE SKIP LOCKED%"

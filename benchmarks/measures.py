@@ -476,10 +476,10 @@ def scale(ctx: Context) -> dict[str, Any]:
         "steady_ratio": result_run["steady_rate"] / empty["steady_rate"],
         "ratio_vs_processing_step": (result_run["rate"] / earlier["rate"]) if earlier else None,
         "claim_plan": hand_plan,
-        "claim_plan_uses_index": "backwave_job_claim_priority" in hand_plan,
+        "claim_plan_uses_index": "backwave_job_claim" in hand_plan,
         "orm_claim_sql": orm[0] if orm else None,
         "orm_claim_plan": orm_plan,
-        "orm_claim_plan_uses_index": ("backwave_job_claim_priority" in orm_plan) if orm_plan else None,
+        "orm_claim_plan_uses_index": ("backwave_job_claim" in orm_plan) if orm_plan else None,
     }
 
 

@@ -42,11 +42,11 @@ _ROW_PLACEHOLDERS = "(" + ", ".join(["%s"] * len(INSERT_COLUMNS)) + ")"
 SINGLE_INSERT_SQL = f"INSERT INTO {JOB_TABLE} ({_COLUMNS_SQL}) VALUES {_ROW_PLACEHOLDERS}"
 
 #: The claim query in its plainest form, in the store's order (the partial index
-#: ``backwave_job_claim_priority`` is on (queue, priority DESC, due_time, sequence) WHERE state = 0;
-#: every benchmark job has priority 0).
+#: ``backwave_job_claim`` is on (queue, lane, priority DESC, due_time, sequence) WHERE state = 0, and
+#: the store's claim reads the plain jobs' lane 0 as this does; every benchmark job has priority 0).
 CLAIM_SQL = (
     f"SELECT sequence, job_id, wire_name, payload FROM {JOB_TABLE} "
-    "WHERE queue = %s AND state = 0 AND due_time <= %s "
+    "WHERE queue = %s AND state = 0 AND lane = 0 AND due_time <= %s "
     "ORDER BY priority DESC, due_time, sequence LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 FINISH_SQL = (

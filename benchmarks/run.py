@@ -404,7 +404,7 @@ def rows(results: dict[str, Any], args: argparse.Namespace) -> list[dict[str, st
         )
         used = r["claim_plan_uses_index"] and r["orm_claim_plan_uses_index"] is not False
         add(
-            f"Claim query plan with {r['retained_rows']:,} retained jobs uses `backwave_job_claim_priority` "
+            f"Claim query plan with {r['retained_rows']:,} retained jobs uses `backwave_job_claim` "
             "(hand-written and captured from `store.claim`)",
             "yes" if used else "no",
             target="uses the partial index",

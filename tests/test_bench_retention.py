@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import retention, run
 
-INDEXES = ("backwave_django_jobrecord_pkey", "backwave_job_claim_priority")
+INDEXES = ("backwave_django_jobrecord_pkey", "backwave_job_claim")
 
 
 def point(
@@ -73,9 +73,7 @@ def test_a_curve_that_keeps_growing_is_not_steady_and_names_what_grows() -> None
     samples = curve([0.2 + 2 * i for i in range(21)])
     grown = samples[-1]
     # Only the claim index grows faster than the rest.
-    samples[-1] = replace(
-        grown, index_bytes={**grown.index_bytes, "backwave_job_claim_priority": 10 * 1024 * 1024}
-    )
+    samples[-1] = replace(grown, index_bytes={**grown.index_bytes, "backwave_job_claim": 10 * 1024 * 1024})
     v = retention.verdict(samples)
     assert v["steady"] is False
     assert v["growth"] > 0.10
@@ -83,14 +81,10 @@ def test_a_curve_that_keeps_growing_is_not_steady_and_names_what_grows() -> None
     assert set(relations) == {
         "job table heap",
         "index backwave_django_jobrecord_pkey",
-        "index backwave_job_claim_priority",
+        "index backwave_job_claim",
         "transition log",
     }
-    assert (
-        relations["index backwave_job_claim_priority"]["growth"]
-        > relations["job table heap"]["growth"]
-        > 0.10
-    )
+    assert relations["index backwave_job_claim"]["growth"] > relations["job table heap"]["growth"] > 0.10
 
 
 @pytest.mark.parametrize(("end_mb", "steady"), [(22.0, True), (22.1, False)])
@@ -173,7 +167,7 @@ def test_the_report_has_a_row_per_sample_and_states_the_rule() -> None:
     assert lines[0].startswith("| t (s) | enqueued | completed | retained | purged | heap MB |")
     assert lines[-1].startswith("| 120 | 24,010 | 24,000 | 0 | 24,000 | 4.25 |")
     index_lines = retention.index_curve(report).splitlines()
-    assert index_lines[0] == "| t (s) | backwave_django_jobrecord_pkey | backwave_job_claim_priority |"
+    assert index_lines[0] == "| t (s) | backwave_django_jobrecord_pkey | backwave_job_claim |"
     summary = retention.summary(report)
     assert summary[0].startswith("Verdict: STEADY: total size 8.00 → 8.50 MB from 60 s to 120 s (+6.2%)")
     assert "Rule: steady when the total size" in summary[0]

@@ -240,7 +240,7 @@ class PriorityFilter(admin.SimpleListFilter):
 class RetryingFilter(admin.SimpleListFilter):
     """``?retrying=1``: jobs waiting for their next try, Scheduled with attempt >= 1 (the Retrying view).
 
-    Scheduled rows are the partial index ``backwave_job_claim_priority``, so the view reads those alone (next
+    Scheduled rows are the partial index ``backwave_job_claim``, so the view reads those alone (next
     try first, ``JobRecordAdmin.get_ordering``), never the ended jobs that make up most of a table.
     """
 

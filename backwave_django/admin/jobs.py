@@ -226,7 +226,7 @@ class JobRecordAdmin(ReadOnlyAdmin):
         return queryset
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        # The Retrying view: next try first, along ``backwave_job_claim_priority`` (Scheduled rows only).
+        # The Retrying view: next try first, along ``backwave_job_claim`` (Scheduled rows only).
         return ("due_time", "sequence") if retrying_view(request) else tuple(self.ordering or ())
 
     def get_search_results(

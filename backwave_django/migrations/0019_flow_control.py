@@ -1,14 +1,19 @@
 """Flow control (docs/flow-control.md): limits, their usage, and each job's partition, buckets and lane.
 
-Additive: four new tables; three nullable or database-defaulted columns on the jobs and the
-schedules (so adding them rewrites nothing and the previous release's inserts store plain jobs);
-and a partial index of the Scheduled jobs that have a lane, which plain jobs are never in (built
-without blocking writes on PostgreSQL; MariaDB, without partial indexes, gets none).
+UPGRADE-PLAN: additive but for one index. Four new tables; three nullable or database-defaulted
+columns on the jobs and the schedules (so adding them rewrites nothing and the previous release's
+inserts store plain jobs); and the claim index reshaped to lead with the lane:
+``backwave_job_claim`` on (queue, lane, priority DESC, due_time, sequence) of every Scheduled job
+replaces ``backwave_job_claim_priority``, so a saturated bucket's held jobs are never stepped over
+by the claims of other lanes or of plain jobs (lane 0). The new index is built before the old one is
+dropped, so claims always have an index; both without blocking writes on PostgreSQL (MariaDB,
+without partial indexes, has neither). Workers of the previous release keep claiming correctly
+meanwhile, in the same order (every job they know is lane 0).
 """
 
 from django.db import migrations, models
 
-from ._operations import AddIndexWithoutBlocking
+from ._operations import AddIndexWithoutBlocking, RemoveIndexWithoutBlocking
 
 
 class Migration(migrations.Migration):
@@ -133,10 +138,14 @@ class Migration(migrations.Migration):
         AddIndexWithoutBlocking(
             model_name="jobrecord",
             index=models.Index(
-                condition=models.Q(("state", 0), models.Q(("lane", 0), _negated=True)),
+                condition=models.Q(("state", 0)),
                 fields=["queue", "lane", "-priority", "due_time", "sequence"],
-                name="backwave_job_claim_lane",
+                name="backwave_job_claim",
             ),
+        ),
+        RemoveIndexWithoutBlocking(
+            model_name="jobrecord",
+            name="backwave_job_claim_priority",
         ),
         migrations.AddConstraint(
             model_name="limitbucket",

@@ -5,7 +5,7 @@ retained rows (``metrics.counts.CountCache`` reads it at most once per
 ``BACKWAVE["METRICS_COUNT_INTERVAL"]`` per process):
 
 - the live states (Scheduled, Awaiting Parent, Leased) are counted exactly, one ``GROUP BY
-  queue`` per state, each through that state's partial index (``backwave_job_claim_priority``,
+  queue`` per state, each through that state's partial index (``backwave_job_claim``,
   ``backwave_job_awaiting``, ``backwave_job_leased``): an index-only scan whose cost follows the
   backlog, never the retained history;
 - the ended states are not counted in full on PostgreSQL: the planner's row estimate for

@@ -130,7 +130,7 @@ class QueueLatency:
 def queue_latency(*, now: datetime) -> list[QueueLatency]:
     """Per queue with a Scheduled job due at or before ``now``: the age of the oldest one, worst first.
 
-    One ``GROUP BY`` over the Scheduled partial index (``backwave_job_claim_priority``), so terminal rows
+    One ``GROUP BY`` over the Scheduled partial index (``backwave_job_claim``), so terminal rows
     cost nothing. A paused queue keeps ageing; the console marks it.
     """
     require_aware("now", now)

@@ -10,7 +10,7 @@ run against each):
   pipelined with the queue locks as one round trip when the claim is a transaction of its own.
 
 Both gate each queue by :func:`queue_gates` (paused, or full under its concurrency limit). A queue
-holding jobs under limits or partitions (a lane other than 0) is served by the flow claim
+holding jobs under limits or partitions (a lane above 0) is served by the flow claim
 (``store/flow.py``) on both paths.
 """
 
@@ -24,6 +24,7 @@ from django.db.models import Count
 
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors
+from ..core.limits import PLAIN_LANE
 from ..core.outcomes import ClaimedJob
 from ..core.states import JobState
 from ..core.tags import tag_from_pair
@@ -172,7 +173,7 @@ def _claim_portable(
         else:
             candidates = lock_rows(
                 JobRecord.objects.using(using)
-                .filter(queue=queue, state=JobState.SCHEDULED, due_time__lte=now)
+                .filter(queue=queue, state=JobState.SCHEDULED, lane=PLAIN_LANE, due_time__lte=now)
                 .order_by("-priority", "due_time", "sequence")[:take],
                 skip_locked=True,
                 extra=CLAIM_EXTRA,

@@ -1,14 +1,14 @@
 """The flow claim: how a claim takes jobs from a queue holding jobs under limits or partitions
 (docs/store.md, "The flow claim").
 
-A queue is on this path while it has a Scheduled job whose lane is not 0 (``core.limits.lane_of``);
-plain-only queues never come here. In the claim's own transaction, :func:`pick` finds the queue's
-lanes (one probe per lane of the lane index), locks their buckets in sorted order, reads the bounds
-in force and counts each bucket's use, reads the first due jobs of each lane whose every bucket has
-room (a held lane is never read) and of lane 0 (the plain jobs), and chooses among them
-(``core.fairness.choose``). The caller leases the chosen jobs on its own path and then calls
-``limits.record_claims``. Each backend supplies the reads (:class:`FlowReads`): the portable one
-here, PostgreSQL's in ``store/postgres/flow.py``.
+A queue is on this path while it has a Scheduled job whose lane is above 0
+(``core.limits.lane_of``); plain-only queues never come here. In the claim's own transaction,
+:func:`pick` finds the queue's lanes (one probe per lane of the claim index, past lane 0), locks
+their buckets in sorted order, reads the bounds in force and counts each bucket's use, reads the
+first due jobs of each lane whose every bucket has room (a held lane is never read) and of lane 0
+(the plain jobs), and chooses among them (``core.fairness.choose``). The caller leases the chosen
+jobs on its own path and then calls ``limits.record_claims``. Each backend supplies the reads
+(:class:`FlowReads`): the portable one here, PostgreSQL's in ``store/postgres/flow.py``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FlowReads(Protocol[_T]):
     """What a backend reads for :func:`pick`; ``_T`` is what it keeps of each fetched job."""
 
     def lanes(self, using: str, queue: str) -> list[tuple[int, LimitKeys]]:
-        """The queue's lanes other than 0 with a Scheduled job, each with its buckets."""
+        """The queue's lanes above 0 with a Scheduled job, each with its buckets."""
         ...
 
     def lock(self, using: str, buckets: Sequence[Bucket]) -> None:
@@ -80,11 +80,11 @@ def pick(reads: FlowReads[_T], using: str, queue: str, take: int, now: datetime)
 
 
 def has_flow_jobs(using: str, queue: str) -> bool:
-    """Whether the queue has a Scheduled job of a lane other than 0 (a probe of the lane index)."""
+    """Whether the queue has a Scheduled job of a lane above 0 (a probe of the claim index past lane 0)."""
     return (
         JobRecord.objects.using(using)
         .filter(queue=queue, state=JobState.SCHEDULED)
-        .exclude(lane=PLAIN_LANE)
+        .filter(lane__gt=PLAIN_LANE)
         .exists()
     )
 
@@ -92,12 +92,12 @@ def has_flow_jobs(using: str, queue: str) -> bool:
 def held_until(*, queues: Sequence[str], now: datetime) -> datetime | None:
     """The earliest instant after ``now`` at which a rate-held bucket of the ``queues``' Scheduled
     jobs admits a claim again, or None (a worker whose claim found nothing sleeps until then at
-    most). One probe of the lane index when the queues hold no job under flow control."""
+    most). One probe of the claim index when the queues hold no job under flow control."""
     served = require_queues(queues)
     require_aware("now", now)
     using = jobs_database()
     scheduled = JobRecord.objects.using(using).filter(queue__in=served, state=JobState.SCHEDULED)
-    if not scheduled.exclude(lane=PLAIN_LANE).exists():
+    if not scheduled.filter(lane__gt=PLAIN_LANE).exists():
         return None
     reads = PortableFlowReads()
     buckets = sorted({b for queue in served for _, keys in reads.lanes(using, queue) for b in keys})
@@ -116,7 +116,7 @@ class PortableFlowReads:
 
     def lanes(self, using: str, queue: str) -> list[tuple[int, LimitKeys]]:
         scheduled = JobRecord.objects.using(using).filter(queue=queue, state=JobState.SCHEDULED)
-        lanes = sorted(set(scheduled.exclude(lane=PLAIN_LANE).values_list("lane", flat=True).distinct()))
+        lanes = sorted(set(scheduled.filter(lane__gt=PLAIN_LANE).values_list("lane", flat=True).distinct()))
         found: list[tuple[int, LimitKeys]] = []
         for lane in lanes:
             stored = scheduled.filter(lane=lane).values_list("limit_keys", flat=True).first()

@@ -211,7 +211,7 @@ def test_the_retrying_view_never_counts_the_whole_table(client, login, jobs):
 
 @pytest.mark.usefixtures("job_statistics_restored")
 def test_the_retrying_view_pages_along_the_claim_index(vendor, client, login):
-    """Scheduled jobs are the partial index ``backwave_job_claim_priority``: the view never walks the table."""
+    """Scheduled jobs are the partial index ``backwave_job_claim``: the view never walks the table."""
     from django.contrib import admin
 
     if vendor != "postgresql":
@@ -229,7 +229,7 @@ def test_the_retrying_view_pages_along_the_claim_index(vendor, client, login):
     request = client.get(reverse(JOBS), RETRYING).wsgi_request
     changelist = admin.site.get_model_admin(JobRecord).get_changelist_instance(request)
     plan = changelist.queryset[:50].explain()
-    assert "backwave_job_claim_priority" in plan, plan
+    assert "backwave_job_claim" in plan, plan
     assert "Seq Scan on backwave_django_jobrecord" not in plan, plan
 
 

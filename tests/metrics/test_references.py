@@ -11,7 +11,7 @@ from backwave_django.metrics import names
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 METRIC = re.compile(r"\bbackwave_[a-z_]+")
 #: Names in the text that are not metrics: the package, its modules, its worker command.
-NOT_METRICS = re.compile(r"^backwave_(django|worker|manifest|job_(claim_priority|awaiting|leased|purge|failures))$")
+NOT_METRICS = re.compile(r"^backwave_(django|worker|manifest|job_(claim|awaiting|leased|purge|failures))$")
 
 
 def _section(title: str) -> str:

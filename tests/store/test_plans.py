@@ -116,9 +116,9 @@ def test_the_claim_walks_its_partial_index_and_never_scans_the_jobs_table(seeded
     scans = _scans_of(_plan(claims.CLAIM, _claim_params("q0")), JOBS)
     assert scans, scans
     assert not _seq_scans(scans), scans
-    assert ("Index Only Scan", "backwave_job_claim_priority") in scans or (
+    assert ("Index Only Scan", "backwave_job_claim") in scans or (
         "Index Scan",
-        "backwave_job_claim_priority",
+        "backwave_job_claim",
     ) in scans, scans
     # The leased rows are updated by primary key (the ARRAY of the picked sequences).
     assert ("Index Scan", f"{JOBS}_pkey") in scans, scans

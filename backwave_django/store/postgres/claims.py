@@ -5,7 +5,7 @@
   and one :data:`CLAIM` per queue in one round trip, as one transaction.
 * Inside the caller's transaction, or for a queue with a concurrency limit: the queue gates read
   exactly (``store.claims.queue_gates``, after :func:`_open_claim`), then one :data:`CLAIM` per queue.
-* A queue holding jobs under limits or partitions (a lane other than 0) takes nothing in the
+* A queue holding jobs under limits or partitions (a lane above 0) takes nothing in the
   pipeline, which reports it like a limited queue; the exact path serves it by the flow claim
   (``store/flow.py``, :func:`_claim_flow`).
 """

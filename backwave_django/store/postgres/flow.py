@@ -52,7 +52,7 @@ class PostgresFlowReads:
 
 
 def flow_queues(using: str, queues: list[str]) -> set[str]:
-    """Which of ``queues`` hold a Scheduled job of a lane other than 0."""
+    """Which of ``queues`` hold a Scheduled job of a lane above 0."""
     return set(fetch_bound(using, HAS_FLOW_JOBS, {"queues": queues}, jobs=1)[0][0])
 
 

@@ -5,23 +5,24 @@
 -- the claimed jobs with their tags.
 --
 -- The batch size (gate) is worked out here: nothing from a queue holding a Scheduled job under
--- limits or a partition (lane not 0: a probe of the lane index, empty when no job uses flow
--- control; the flow claim serves such a queue, store/flow.py) or after one in %(before)s (as after
--- a limited queue: the exact path serves the rest, in order), nothing from a paused queue, and
--- nothing when a queue in %(through)s (this one or an earlier one of the same claim) has a
--- concurrency limit: such queues are served on the exact path, whose caller passes empty %(before)s and %(through)s
--- because it has gated the claim itself. What earlier queues of the same transaction leased (rows
--- whose version this transaction wrote: xmin) is taken off %(take)s.
+-- limits or a partition (lane above 0: a probe of the claim index past lane 0, empty when no job
+-- uses flow control; the flow claim serves such a queue, store/flow.py) or after one in %(before)s
+-- (as after a limited queue: the exact path serves the rest, in order), nothing from a paused
+-- queue, and nothing when a queue in %(through)s (this one or an earlier one of the same claim) has
+-- a concurrency limit: such queues are served on the exact path, whose caller passes empty
+-- %(before)s and %(through)s because it has gated the claim itself. What earlier queues of the same
+-- transaction leased (rows whose version this transaction wrote: xmin) is taken off %(take)s.
 --
--- Order: priority (highest first), then due time, then sequence. The claim index holds
--- (queue, priority DESC, due_time, sequence), and the statement walks it one priority at a time
--- (priorities, a loose index scan: one probe per priority in use), taking the due jobs of each by
--- a range scan that stops at the first job not yet due. So jobs due later, at any priority, are
--- never read, and SKIP LOCKED skips rows other claimers hold before LIMIT counts, as a single
--- range scan would. The walk stops as soon as the batch is full.
+-- Order: priority (highest first), then due time, then sequence. The claim index holds (queue,
+-- lane, priority DESC, due_time, sequence); the jobs this statement claims are plain (lane 0: it
+-- serves only queues without flow jobs), and it walks their range one priority at a time
+-- (priorities, a loose index scan: one probe per priority in use), taking the due jobs of each by a
+-- range scan that stops at the first job not yet due. So jobs due later, at any priority, are never
+-- read, and SKIP LOCKED skips rows other claimers hold before LIMIT counts, as a single range scan
+-- would. The walk stops as soon as the batch is full.
 --
 -- The lane probes are LIMIT 1 in lane order, in the select list: the planner can serve them only
--- from the lane index (an EXISTS may become a join, and where most Scheduled jobs are under flow
+-- from the claim index (an EXISTS may become a join, and where most Scheduled jobs are under flow
 -- control a bare LIMIT 1 may become a table scan). ANY(ARRAY(...)) rather than a join, here and
 -- below: a prepared statement's generic plan guesses the LIMIT at a tenth of the table and would
 -- hash-join a full scan; an array probes the primary key. tests/store/test_plans.py and
@@ -29,9 +30,9 @@
 WITH RECURSIVE gate AS (
     SELECT CASE
         WHEN (SELECT true FROM {jobs} AS f
-              WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1)
+              WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane > 0 ORDER BY f.lane LIMIT 1)
           OR (SELECT bool_or((SELECT true FROM {jobs} AS f
-                              WHERE f.queue = b AND f.state = {SCHEDULED} AND f.lane <> 0
+                              WHERE f.queue = b AND f.state = {SCHEDULED} AND f.lane > 0
                               ORDER BY f.lane LIMIT 1))
               FROM unnest(%(before)s::text[]) AS b) THEN 0
         WHEN coalesce(bool_or(s.paused) FILTER (WHERE s.queue = %(queue)s), false) THEN 0
@@ -45,11 +46,11 @@ WITH RECURSIVE gate AS (
     FROM {queues} AS s WHERE s.queue = ANY(%(through)s)
 ), priorities AS (
     (SELECT priority FROM {jobs}
-     WHERE queue = %(queue)s AND state = {SCHEDULED}
+     WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = 0
      ORDER BY priority DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT j.priority FROM {jobs} AS j
-            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority < p.priority
+            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane = 0 AND j.priority < p.priority
             ORDER BY j.priority DESC LIMIT 1)
     FROM priorities AS p
     WHERE p.priority IS NOT NULL
@@ -58,7 +59,7 @@ WITH RECURSIVE gate AS (
     FROM priorities AS p
     CROSS JOIN LATERAL (
         SELECT j.sequence FROM {jobs} AS j
-        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.priority = p.priority
+        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane = 0 AND j.priority = p.priority
           AND j.due_time <= %(now)s
         ORDER BY j.due_time, j.sequence
         LIMIT (SELECT take FROM gate)
@@ -104,7 +105,7 @@ SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_pl
 -- name: PIPELINED_OPEN
 -- The first statement of a pipelined claim: the asynchronous commit, the generic plan, the queues'
 -- shared locks (as LOCK_QUEUES_SHARED takes them), and which of the queues are limited or hold
--- jobs under flow control (a probe of the lane index each) (read
+-- jobs under flow control (a probe of the claim index past lane 0 each) (read
 -- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
 -- path; the claim statements' own, later reads decide).
 SELECT set_config('synchronous_commit', 'off', true),
@@ -116,4 +117,4 @@ SELECT set_config('synchronous_commit', 'off', true),
              UNION ALL
              SELECT q FROM unnest(%(queues)s::text[]) AS q
              WHERE (SELECT true FROM {jobs} AS f
-                    WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane <> 0 ORDER BY f.lane LIMIT 1))
+                    WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane > 0 ORDER BY f.lane LIMIT 1))

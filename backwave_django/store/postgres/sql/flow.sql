@@ -1,21 +1,22 @@
 -- The flow claim's reads and its lease on PostgreSQL (store/postgres/flow.py; store/flow.py says
--- how the claim goes). Every statement here runs only for a queue holding a job whose lane is not 0.
+-- how the claim goes). Every statement here runs only for a queue holding a job whose lane is
+-- above 0.
 
 -- name: FLOW_LANES
--- The lanes other than 0 with a Scheduled job in %(queue)s, each with the buckets of its first job
--- (every job of a lane has the same ones). A loose index scan of the lane index: one probe per
--- lane, however many jobs each holds (each step is a LIMIT 1 in lane order, which the planner can
--- only serve from the index).
+-- The lanes above 0 with a Scheduled job in %(queue)s, each with the buckets of its first job
+-- (every job of a lane has the same ones). A loose index scan of the claim index, starting after
+-- lane 0: one probe per lane, however many jobs each holds (each step is a LIMIT 1 in lane order,
+-- which the planner can only serve from the index).
 WITH RECURSIVE lanes AS (
     (SELECT lane, limit_keys FROM {jobs}
-     WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane <> 0
+     WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane > 0
      ORDER BY lane LIMIT 1)
     UNION ALL
     SELECT n.lane, n.limit_keys
     FROM lanes AS l
     CROSS JOIN LATERAL (
         SELECT j.lane, j.limit_keys FROM {jobs} AS j
-        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane <> 0 AND j.lane > l.lane
+        WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane > 0 AND j.lane > l.lane
         ORDER BY j.lane LIMIT 1
     ) AS n
 )
@@ -29,10 +30,10 @@ SELECT count(pg_advisory_xact_lock({LIMIT_LOCK_CLASS}, key))
 FROM unnest(%(bucket_keys)s::int[]) AS key
 
 -- name: FLOW_FETCH_LANE
--- Up to %(take)s due jobs of one lane (not 0) in claim order, locked, skipping locked ones: a
--- range scan of the lane index.
+-- Up to %(take)s due jobs of one lane (above 0) in claim order, locked, skipping locked ones: a
+-- range scan of the claim index within that lane.
 SELECT sequence, priority, due_time FROM {jobs}
-WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane <> 0 AND lane = %(lane)s
+WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = %(lane)s
   AND due_time <= %(now)s
 ORDER BY priority DESC, due_time, sequence
 LIMIT %(take)s
@@ -40,7 +41,7 @@ FOR UPDATE SKIP LOCKED
 
 -- name: FLOW_FETCH_PLAIN
 -- Up to %(take)s due plain jobs (lane 0) of a flow queue in claim order, locked, skipping locked
--- ones, from the claim index (plain jobs are not in the lane index).
+-- ones: a range scan of the claim index within lane 0, so held jobs of other lanes are never read.
 SELECT sequence, priority, due_time FROM {jobs}
 WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = 0 AND due_time <= %(now)s
 ORDER BY priority DESC, due_time, sequence
@@ -76,8 +77,8 @@ FROM leased AS l
 ORDER BY array_position(%(picked)s::bigint[], l.sequence)
 
 -- name: HAS_FLOW_JOBS
--- Which of %(queues)s hold a Scheduled job of a lane other than 0: a probe of the lane index each
--- (a LIMIT 1 in lane order, which only the lane index serves; see CLAIM in sql/claims.sql).
+-- Which of %(queues)s hold a Scheduled job of a lane above 0: a probe of the claim index past lane
+-- 0 each (a LIMIT 1 in lane order, which only the claim index serves; see CLAIM in sql/claims.sql).
 SELECT ARRAY(SELECT q FROM unnest(%(queues)s::text[]) AS q
              WHERE (SELECT true FROM {jobs} AS j
-                    WHERE j.queue = q AND j.state = {SCHEDULED} AND j.lane <> 0 ORDER BY j.lane LIMIT 1))
+                    WHERE j.queue = q AND j.state = {SCHEDULED} AND j.lane > 0 ORDER BY j.lane LIMIT 1))
