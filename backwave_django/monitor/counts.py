@@ -20,7 +20,7 @@ retained rows (``metrics.counts.CountCache`` reads it at most once per
   transition log's position index;
 - the flow-control limits: :func:`.limits.limits_overview` with no buckets listed (the limits
   table, one ``GROUP BY`` over leases, one over the starts in each window, and the due jobs
-  counted per lane through the partial index ``backwave_job_claim_lane``);
+  counted per lane through the claim index ``backwave_job_claim``);
 - the horizon (PostgreSQL): one statement over the catalogs for the oldest transaction or
   snapshot holding back vacuum of the job tables (:func:`.horizon.read_horizon`).
 """

@@ -12,7 +12,7 @@ Costs, whatever the size of the job table:
   ``LimitLease`` (one row per Leased job and limit); starts one ``GROUP BY`` over the rows of
   ``LimitStart`` inside each limit's window (its index ``backwave_limit_start_window``);
 - the due jobs are counted per *lane*, never by reading each job's buckets: one ``GROUP BY lane``
-  through the partial index ``backwave_job_claim_lane`` (Scheduled jobs with a lane), and then the
+  through the claim index ``backwave_job_claim`` (Scheduled jobs, by queue and lane), and then the
   buckets of one job per lane (a lane is one set of buckets, so one job names them all), by
   primary key. At most :data:`MAX_LANES` lanes, the fullest first, are read; past that the
   held counts are lower bounds (``LimitsOverview.complete`` says so).
@@ -158,7 +158,7 @@ def _due_lanes(using: str, now: datetime) -> tuple[dict[Bucket, int], bool]:
     lanes = list(
         JobRecord.objects.using(using)
         .filter(state=JobState.SCHEDULED, due_time__lte=now)
-        .exclude(lane=PLAIN_LANE)
+        .filter(lane__gt=PLAIN_LANE)
         .order_by()
         .values_list("lane")
         .annotate(n=Count("*"), first=Min("sequence"))
