@@ -45,6 +45,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="scratch database, dropped and re-created (default backwave_bench, or $BACKWAVE_BENCH_DB)",
     )
     parser.add_argument("--keep-db", action="store_true", help="leave the scratch database behind")
+    parser.add_argument(
+        "--job",
+        choices=("noop", "loose"),
+        default="noop",
+        help="noop (default), or loose: noops under a concurrency limit that never binds "
+        "(benchmarks/flow_jobs.py), the flow claim's path",
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be at least 1")
@@ -136,8 +143,11 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
 
     from .jobs import noop
 
+    definition = noop
+    if args.job == "loose":
+        from .flow_jobs import loose as definition
     for start in range(0, args.n, 1000):
-        enqueue_many([noop.prepare() for _ in range(min(1000, args.n - start))])
+        enqueue_many([definition.prepare() for _ in range(min(1000, args.n - start))])
     with harness.connect(args.db) as conn:
         harness.settle(conn, vacuum=True)
     connections.close_all()
@@ -172,7 +182,7 @@ def _profile(args: argparse.Namespace, harness: Any) -> int:
     prefetch = worker.prefetch
     grown = f" (grown from {prefetch.base} for short jobs)" if prefetch.limit != prefetch.base else ""
     print(
-        f"{args.n:,} noops, --concurrency {concurrency}, prefetch {prefetch.limit}{grown}: "
+        f"{args.n:,} {args.job}s, --concurrency {concurrency}, prefetch {prefetch.limit}{grown}: "
         f"{args.n / elapsed:,.0f} jobs/s "
         f"({elapsed:.2f} s from the first claim to the last write)\n"
         f"CPU per job: this process {cpu / args.n * 1e6:.0f} µs, PostgreSQL {pg / args.n * 1e6:.0f} µs\n"

@@ -8,7 +8,16 @@ The PostgreSQL statements (``store/postgres/sql/*.sql``) name them in braces (``
 from __future__ import annotations
 
 from ..core.states import TERMINAL_STATES, JobState
-from ..models import JobDependency, JobRecord, JobTag, JobTransition, LimitLease, QueueSettings
+from ..models import (
+    JobDependency,
+    JobRecord,
+    JobTag,
+    JobTransition,
+    LimitLease,
+    LimitSettings,
+    LimitStart,
+    QueueSettings,
+)
 
 JOBS = JobRecord._meta.db_table
 TRANSITIONS = JobTransition._meta.db_table
@@ -16,6 +25,8 @@ TAGS = JobTag._meta.db_table
 EDGES = JobDependency._meta.db_table
 QUEUES = QueueSettings._meta.db_table
 LIMIT_LEASES = LimitLease._meta.db_table
+LIMIT_STARTS = LimitStart._meta.db_table
+LIMIT_SETTINGS = LimitSettings._meta.db_table
 
 SCHEDULED = int(JobState.SCHEDULED)
 LEASED = int(JobState.LEASED)
@@ -27,7 +38,8 @@ TERMINAL = "(" + ", ".join(str(int(state)) for state in sorted(TERMINAL_STATES))
 QUEUE_LOCK_CLASS = 0x0BAC_3A7E & 0x7FFF_FFFF
 #: Advisory-lock class id of the unique-key locks (the second key is the key's CRC32).
 UNIQUE_LOCK_CLASS = 0x0BAC_3A7F & 0x7FFF_FFFF
-#: Advisory-lock class id of flow control's bucket locks (the second key is the bucket's CRC32).
+#: Advisory-lock class id of flow control's bucket locks (the second key is PostgreSQL's
+#: ``hashtext`` of the limit name and the bucket: sql/flow.sql, FLOW_LOCK).
 LIMIT_LOCK_CLASS = 0x0BAC_3A80 & 0x7FFF_FFFF
 
 #: What a ``{name}`` in the PostgreSQL statements' SQL files stands for.
@@ -38,6 +50,8 @@ VOCABULARY: dict[str, str] = {
     "edges": EDGES,
     "queues": QUEUES,
     "limit_leases": LIMIT_LEASES,
+    "limit_starts": LIMIT_STARTS,
+    "limit_settings": LIMIT_SETTINGS,
     "SCHEDULED": str(SCHEDULED),
     "LEASED": str(LEASED),
     "SUCCEEDED": str(SUCCEEDED),

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
+from typing import cast
 
 from django.db.models import Count, Max, Q
 
@@ -61,37 +62,52 @@ def declare_limits(values: Mapping[str, LimitValues], *, now: datetime) -> None:
     atomic_retrying(using, body)
 
 
+#: The window of a rate whose period is not stored (seconds).
+DEFAULT_PERIOD = 1.0
+
+#: A bucket's use as a claim reads it: its Leased count and its starts in the window in force.
+Usage = dict[Bucket, tuple[int, int]]
+
+#: A :class:`LimitSettings` row as the claim reads it: declared concurrency, rate and period,
+#: overridden, override concurrency, rate and period.
+SettingsRow = tuple[int | None, int | None, float | None, bool, int | None, int | None, float | None]
+
+_SETTINGS_COLUMNS = (
+    "declared_concurrency",
+    "declared_rate",
+    "declared_period",
+    "overridden",
+    "override_concurrency",
+    "override_rate",
+    "override_period",
+)
+
+
 def _values(concurrency: int | None, rate: int | None, period: float | None) -> LimitValues | None:
     if concurrency is None and rate is None:
         return None
-    return LimitValues(concurrency, rate, period if period is not None and period > 0 else 1.0)
+    return LimitValues(concurrency, rate, period if period is not None and period > 0 else DEFAULT_PERIOD)
+
+
+def settings_in_force(row: SettingsRow) -> tuple[LimitValues | None, bool]:
+    """A limit's bounds in force from its settings row (``core.limits.in_force``: an override wins
+    over the declaration; None when it has neither: its jobs are held), and whether they are the
+    override's (whose period counts its starts)."""
+    d_conc, d_rate, d_period, overridden, o_conc, o_rate, o_period = row
+    declared = _values(d_conc, d_rate, d_period)
+    override = _values(o_conc, o_rate, d_period if o_period is None else o_period) if overridden else None
+    return in_force(declared, override), override is not None
 
 
 def bounds_in_force(using: str, names: Iterable[str]) -> Bounds:
-    """The bounds each named limit is held to now (``core.limits.in_force``: an override wins over
-    the declaration; a limit with neither is None: its jobs are held)."""
+    """The bounds each named limit is held to now (:func:`settings_in_force`)."""
     wanted = sorted(set(names))
     bounds: Bounds = dict.fromkeys(wanted)
     if not wanted:
         return bounds
-    rows = (
-        LimitSettings.objects.using(using)
-        .filter(name__in=wanted)
-        .values_list(
-            "name",
-            "declared_concurrency",
-            "declared_rate",
-            "declared_period",
-            "overridden",
-            "override_concurrency",
-            "override_rate",
-            "override_period",
-        )
-    )
-    for name, d_conc, d_rate, d_period, overridden, o_conc, o_rate, o_period in rows:
-        declared = _values(d_conc, d_rate, d_period)
-        override = _values(o_conc, o_rate, d_period if o_period is None else o_period) if overridden else None
-        bounds[name] = in_force(declared, override)
+    rows = LimitSettings.objects.using(using).filter(name__in=wanted).values_list("name", *_SETTINGS_COLUMNS)
+    for name, *row in rows:
+        bounds[name] = settings_in_force(cast(SettingsRow, tuple(row)))[0]
     return bounds
 
 
@@ -99,13 +115,10 @@ def _any_bucket(buckets: Iterable[Bucket]) -> Q:
     return reduce(or_, (Q(name=name, bucket=bucket) for name, bucket in buckets))
 
 
-def bucket_room(
-    using: str, buckets: Sequence[Bucket], bounds: Bounds, now: datetime
-) -> dict[Bucket, int | None]:
-    """How many more jobs each bucket admits now: its bounds in force less its Leased count
-    (:class:`LimitLease` rows) and its starts in the window (:class:`LimitStart` rows with
-    ``started_at > now - period``); 0 for a bucket of a limit not in force (held), None for one
-    that bounds nothing. Exact only when the buckets are locked (``store/flow.py``)."""
+def bucket_usage(using: str, buckets: Sequence[Bucket], bounds: Bounds, now: datetime) -> Usage:
+    """Each bucket's use (:data:`Usage`): its :class:`LimitLease` rows (counted for a limit with a
+    concurrency bound) and its :class:`LimitStart` rows with ``started_at > now - period`` (for a
+    limit with a rate bound). Exact only when the buckets are locked (``store/flow.py``)."""
     leased: dict[Bucket, int] = {}
     started: dict[Bucket, int] = {}
     concurrent = [b for b in buckets if (v := bounds.get(b[0])) is not None and v.concurrency is not None]
@@ -135,49 +148,70 @@ def bucket_room(
             .values_list("name", "bucket", "n")
         ):
             started[(name, bucket)] = n
+    return {b: (leased.get(b, 0), started.get(b, 0)) for b in buckets}
+
+
+def bucket_room(buckets: Sequence[Bucket], bounds: Bounds, usage: Usage) -> dict[Bucket, int | None]:
+    """How many more jobs each bucket admits now: its bounds in force less its use (``usage``);
+    0 for a bucket of a limit not in force (held), None for one that bounds nothing."""
     room: dict[Bucket, int | None] = {}
     for b in buckets:
         values = bounds.get(b[0])
         if values is None:
             room[b] = 0
         else:
-            room[b] = room_of((values.concurrency, values.rate), leased.get(b, 0), started.get(b, 0))
+            room[b] = room_of((values.concurrency, values.rate), *usage.get(b, (0, 0)))
     return room
 
 
-def record_claims(
-    using: str, claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds, now: datetime
-) -> None:
-    """Write what the claimed jobs use: a :class:`LimitLease` per concurrency-bounded limit of each
-    job (``(sequence, buckets)``), a :class:`LimitStart` per rate-bounded one; and drop the starts
-    of those buckets that no window can count any more: older than the longest period of any limit
-    and ``core.limits.CLOCK_MARGIN_SECONDS`` (a claimer whose clock is behind still counts them)."""
-    slots: list[LimitLease] = []
-    starts: list[LimitStart] = []
+def usage_rows(
+    claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds
+) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]]]:
+    """What the claimed jobs (``(sequence, buckets)``) use: a slot ``(name, bucket, sequence)`` per
+    concurrency-bounded limit of each job, and a start ``(name, bucket)`` per rate-bounded one."""
+    slots: list[tuple[str, str, int]] = []
+    starts: list[tuple[str, str]] = []
     for sequence, keys in claimed:
         for name, bucket in keys:
             values = bounds.get(name)
             if values is None:
                 continue
             if values.concurrency is not None:
-                slots.append(LimitLease(name=name, bucket=bucket, job=sequence, acquired_at=now))
+                slots.append((name, bucket, sequence))
             if values.rate is not None:
-                starts.append(LimitStart(name=name, bucket=bucket, started_at=now))
+                starts.append((name, bucket))
+    return slots, starts
+
+
+def record_claims(
+    using: str, claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds, now: datetime
+) -> None:
+    """Write what the claimed jobs use (:func:`usage_rows`): a :class:`LimitLease` per slot, a
+    :class:`LimitStart` per start; and drop the starts of those buckets that no window can count
+    any more: older than the longest period of any limit and ``core.limits.CLOCK_MARGIN_SECONDS``
+    (a claimer whose clock is behind still counts them). PostgreSQL's flow claim does the same in
+    its lease statement (sql/flow.sql, FLOW_LEASE)."""
+    slots, starts = usage_rows(claimed, bounds)
     if slots:
-        LimitLease.objects.using(using).bulk_create(slots)
+        LimitLease.objects.using(using).bulk_create(
+            [
+                LimitLease(name=name, bucket=bucket, job=sequence, acquired_at=now)
+                for name, bucket, sequence in slots
+            ]
+        )
     if starts:
-        LimitStart.objects.using(using).bulk_create(starts)
+        LimitStart.objects.using(using).bulk_create(
+            [LimitStart(name=name, bucket=bucket, started_at=now) for name, bucket in starts]
+        )
         horizon = now - timedelta(seconds=longest_period(using) + CLOCK_MARGIN_SECONDS)
-        LimitStart.objects.using(using).filter(
-            _any_bucket({(s.name, s.bucket) for s in starts}), started_at__lte=horizon
-        ).delete()
+        LimitStart.objects.using(using).filter(_any_bucket(set(starts)), started_at__lte=horizon).delete()
 
 
 def longest_period(using: str) -> float:
     """The longest window any limit has, declared or overridden (seconds; 1 when none is stored)."""
     found = LimitSettings.objects.using(using).aggregate(d=Max("declared_period"), o=Max("override_period"))
     periods: list[float] = [float(p) for p in (found["d"], found["o"]) if p is not None]
-    return max(periods or [1.0])
+    return max(periods or [DEFAULT_PERIOD])
 
 
 def next_opening(using: str, buckets: Sequence[Bucket], bounds: Bounds, now: datetime) -> datetime | None:

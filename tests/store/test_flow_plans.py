@@ -115,29 +115,34 @@ def _index_names(node: dict[str, Any]) -> set[str]:
 
 
 def test_the_lanes_are_found_without_reading_the_held_jobs(saturated: Scene) -> None:
-    touched, indexes = _run(flow.FLOW_LANES, {"queue": saturated.flow})
-    assert indexes == {CLAIM_INDEX}, indexes
-    print(f"FLOW_LANES: {touched} buffers with {HELD} held jobs")
-    assert touched < BOUND, touched
+    for name, sql, params in (
+        ("FLOW_LANES", flow.FLOW_LANES, {"queue": saturated.flow}),
+        ("FLOW_LOCK", flow.FLOW_LOCK, {"queue": saturated.flow}),
+        ("FLOW_USAGE", flow.FLOW_USAGE, {"queue": saturated.flow, "now": T0, "default_period": 1.0}),
+    ):
+        touched, indexes = _run(sql, params)
+        assert CLAIM_INDEX in indexes and "backwave_limit_lease_job" not in indexes, (name, indexes)
+        print(f"{name}: {touched} buffers with {HELD} held jobs")
+        assert touched < BOUND, (name, touched)
 
 
 def test_a_lane_with_room_is_read_up_to_its_room(saturated: Scene) -> None:
     other = lane_of(None, (("api", "other"),))
-    params = {"queue": saturated.flow, "lane": other, "take": 32, "now": T0}
-    touched, indexes = _run(flow.FLOW_FETCH_LANE, params)
+    params = {"queue": saturated.flow, "lanes": [other], "takes": [32], "now": T0}
+    touched, indexes = _run(flow.FLOW_FETCH, params)
     assert indexes == {CLAIM_INDEX}, indexes
-    print(f"FLOW_FETCH_LANE: {touched} buffers")
+    print(f"FLOW_FETCH of a lane: {touched} buffers")
     assert touched < BOUND, touched
 
 
 def test_the_plain_jobs_behind_the_held_ones_are_read_without_stepping_over_them(saturated: Scene) -> None:
     """The held jobs come first in claim order (enqueued before the plain ones, same priority and
     due time); reading the plain jobs costs the same behind ``HELD`` of them as behind a tenth."""
-    params = {"queue": saturated.flow, "take": PLAIN, "now": T0}
-    many, indexes = _run(flow.FLOW_FETCH_PLAIN, params)
+    params = {"queue": saturated.flow, "lanes": [0], "takes": [PLAIN], "now": T0}
+    many, indexes = _run(flow.FLOW_FETCH, params)
     assert indexes == {CLAIM_INDEX}, indexes
-    few = _buffers(flow.FLOW_FETCH_PLAIN, {**params, "queue": _saturate(FEW_HELD).flow})
-    print(f"FLOW_FETCH_PLAIN: {many} buffers behind {HELD} held jobs, {few} behind {FEW_HELD}")
+    few = _buffers(flow.FLOW_FETCH, {**params, "queue": _saturate(FEW_HELD).flow})
+    print(f"FLOW_FETCH of the plain jobs: {many} buffers behind {HELD} held jobs, {few} behind {FEW_HELD}")
     assert many < BOUND, many
     # Flat: page boundaries may differ by a page or two; stepping over the held jobs cost hundreds.
     assert abs(many - few) <= 10, (many, few)

@@ -6,29 +6,29 @@
 * Inside the caller's transaction, or for a queue with a concurrency limit: the queue gates read
   exactly (``store.claims.queue_gates``, after :func:`_open_claim`), then one :data:`CLAIM` per queue.
 * A queue holding jobs under limits or partitions (a lane above 0) takes nothing in the
-  pipeline, which reports it like a limited queue; the exact path serves it by the flow claim
-  (``store/flow.py``, :func:`_claim_flow`).
+  pipeline, which reports it; the flow claim serves it (``store/flow.py``): as a transaction of its
+  own (``flow_claim.claim_flow_alone``; the next claim starts with it while the queue keeps such
+  jobs), or on the exact path (``flow_claim.claim_flow``).
 """
 
 from __future__ import annotations
 
-import json
+import functools
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.db import connections
 
 from ...conf import BackWaveSettings
-from ...core.frozen import frozen_builder
 from ...core.outcomes import ClaimedJob
 from ...core.states import HistoryPolicy
-from ...core.tags import tag_from_pair
 from .._tx import atomic_retrying, retrying
 from ..claims import QueueOptions, queue_gates, within_gate
-from ..flow import pick
-from ..limits import record_claims
+from .claimed import claimed_jobs
 from .connection import fetch_bound, own_transaction, pipelined_transaction
-from .flow import FLOW_LEASE, PostgresFlowReads, flow_queues
+from .flow import flow_queues
+from .flow_claim import claim_flow, claim_flow_alone
 from .queues import LOCK_QUEUES_SHARED, queue_keys
 from .statements import statement
 
@@ -47,6 +47,12 @@ PIPELINED_OPEN = statement("PIPELINED_OPEN")
 class PostgresClaims:
     """PostgreSQL's path of ``backends.Claims``."""
 
+    def __init__(self) -> None:
+        #: ``(database, queue)`` pairs whose last claim found jobs under flow control: a claim that
+        #: is its own transaction starts such a queue with the flow claim rather than the pipelined
+        #: one. Only a hint of the path: the flow claim reads whether the queue still has such jobs.
+        self._flowing: set[tuple[str, str]] = set()
+
     def claim(
         self,
         using: str,
@@ -62,15 +68,12 @@ class PostgresClaims:
         alone = own_transaction(using)
         head: list[ClaimedJob] = []
         if alone:
-            head, limited_from = retrying(
-                lambda: _claim_pipelined(
-                    using, served, limit, worker_id=worker_id, expiry=expiry, now=now, settings=settings
-                )
+            served, head = self._claim_alone(
+                using, served, limit, lambda take: _claim_params(take, worker_id, expiry, now, settings)
             )
-            if limited_from is None or len(head) >= limit:
+            if not served or len(head) >= limit:
                 return head
-            # A queue with a concurrency limit: it and the queues after it are served exactly, below.
-            served, limit = served[limited_from:], limit - len(head)
+            limit -= len(head)
 
         def body() -> list[ClaimedJob]:
             gates = queue_gates(using, served, _open_claim(using, served, async_commit=alone))
@@ -82,15 +85,45 @@ class PostgresClaims:
                     continue
                 params = _claim_params(take, worker_id, expiry, now, settings)
                 if queue in flowing:
-                    claimed += _claim_flow(using, queue, params, worker_id, expiry)
+                    claimed += claim_flow(using, queue, params)
                     continue
                 rows = fetch_bound(
                     using, CLAIM, {**params, "queue": queue, "before": [], "through": []}, jobs=take
                 )
-                claimed += _claimed_jobs(rows, worker_id, expiry)
+                claimed += claimed_jobs(rows, worker_id, expiry)
             return claimed
 
         return head + atomic_retrying(using, body)
+
+    def _claim_alone(
+        self, using: str, served: list[str], limit: int, params_for: Callable[[int], dict[str, Any]]
+    ) -> tuple[list[str], list[ClaimedJob]]:
+        """What a claim that is its own transaction serves in transactions of their own, queue by
+        queue in order: a queue under flow control by :func:`claim_flow_alone`, a run of plain
+        queues by :func:`_claim_pipelined`. Returns the queues left for the exact path (from the
+        first one with a concurrency limit, or paused under flow control) and the jobs claimed."""
+        head: list[ClaimedJob] = []
+        queues = served
+        while queues and len(head) < limit:
+            queue, params = queues[0], params_for(limit - len(head))
+            if (using, queue) in self._flowing:
+                done = retrying(functools.partial(claim_flow_alone, using, queue, params))
+                if done is None or not done[1]:  # gated (exact path), or no flow jobs left
+                    self._flowing.discard((using, queue))
+                if done is None:
+                    return queues, head
+                head += done[0]
+                queues = queues[1:]
+                continue
+            got, stop, flowing = retrying(functools.partial(_claim_pipelined, using, queues, params))
+            head += got
+            self._flowing.update((using, q) for q in flowing)
+            if stop is None:
+                return [], head
+            queues = queues[stop:]
+            if queues[0] not in flowing:
+                return queues, head  # a queue with a concurrency limit
+        return queues, head
 
 
 def _claim_params(
@@ -105,20 +138,6 @@ def _claim_params(
         "history": settings.history is not HistoryPolicy.OFF,
         "cap": settings.max_transitions_per_job,
     }
-
-
-def _claim_flow(
-    using: str, queue: str, params: dict[str, Any], worker_id: str, expiry: datetime
-) -> list[ClaimedJob]:
-    """The flow claim of one queue (``store/flow.py``), its chosen jobs leased by :data:`FLOW_LEASE`."""
-    now = params["now"]
-    picked = pick(PostgresFlowReads(), using, queue, params["take"], now)
-    if not picked.jobs:
-        return []
-    sequences = [sequence for _, sequence, _ in picked.jobs]
-    rows = fetch_bound(using, FLOW_LEASE, {**params, "picked": sequences}, jobs=len(sequences))
-    record_claims(using, [(c.sequence, keys) for c, _, keys in picked.jobs], picked.bounds, now)
-    return _claimed_jobs(rows, worker_id, expiry)
 
 
 def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> QueueOptions:
@@ -150,15 +169,8 @@ def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> QueueOp
 
 
 def _claim_pipelined(
-    using: str,
-    queues: list[str],
-    take: int,
-    *,
-    worker_id: str,
-    expiry: datetime,
-    now: datetime,
-    settings: BackWaveSettings,
-) -> tuple[list[ClaimedJob], int | None]:
+    using: str, queues: list[str], common: dict[str, Any]
+) -> tuple[list[ClaimedJob], int | None, set[str]]:
     """A claim that is its own transaction, sent to PostgreSQL in one round trip.
 
     The asynchronous commit and the shared queue locks (with a look at which queues are
@@ -169,63 +181,19 @@ def _claim_pipelined(
     skipped), and the locks and the local setting last until then (two statements fewer, for
     the client and for the server). Each claim statement works out its own batch size (paused
     queues take nothing, and later queues take what earlier ones left). Queues with a concurrency
-    limit need the exact, locked count of :func:`queue_gates`: the pipeline takes nothing from the
-    first such queue on, and returns its index so that :func:`claim` serves the rest on the exact
-    path.
+    limit need the exact, locked count of :func:`queue_gates`, and queues under flow control the
+    flow claim: the pipeline takes nothing from the first such queue on, and returns its index (and
+    which queues are under flow control) so that :meth:`PostgresClaims._claim_alone` serves the rest.
     """
-    common = _claim_params(take, worker_id, expiry, now, settings)
-    with pipelined_transaction(using, jobs=take) as tx:
+    with pipelined_transaction(using, jobs=common["take"]) as tx:
         opening, *claims = (tx.cursor() for _ in range(1 + len(queues)))
         with tx.round_trip():  # one transaction: its Sync, at the end of the block, commits it
             opening.execute(PIPELINED_OPEN, {"queue_keys": queue_keys(queues), "queues": queues})
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"queue": queue, "before": queues[:index], "through": queues[: index + 1]}
                 claim_cursor.execute(CLAIM, {**common, **bounds})
-        limited = set(opening.fetchone()[-1])
-        claimed = [job for c in claims for job in _claimed_jobs(c.fetchall(), worker_id, expiry)]
-    limited_from = next((index for index, queue in enumerate(queues) if queue in limited), None)
-    return claimed, limited_from
-
-
-#: Builds a :class:`ClaimedJob` in a fifth of the time its frozen ``__init__`` takes (see
-#: :func:`core.frozen.frozen_builder`): a claim builds one per job.
-_build_claimed = frozen_builder(ClaimedJob)
-
-
-def _claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime) -> list[ClaimedJob]:
-    return [
-        _build_claimed(
-            job_id=job_id,
-            wire_name=wire_name,
-            queue=queue_name,
-            payload=json.loads(payload) if isinstance(payload, str) else payload,
-            attempt=attempt,
-            due_time=due_time,
-            lease_owner=worker_id,
-            lease_expiry=expiry,
-            tags=tuple(tag_from_pair((k, v)) for k, v in _json(tags)) if tags else (),
-            cancel_requested=cancel_requested,
-            max_attempts=max_attempts,
-            backoff=None if backoff is None else tuple(_json(backoff)),
-            timeout=timeout,
-            trace_context=trace_context,
-        )
-        for (
-            job_id,
-            wire_name,
-            queue_name,
-            payload,
-            attempt,
-            due_time,
-            tags,
-            cancel_requested,
-            max_attempts,
-            backoff,
-            timeout,
-            trace_context,
-        ) in rows
-    ]
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+        *_, limited, flowing = opening.fetchone()
+        worker, expiry = common["worker"], common["expiry"]
+        claimed = [job for c in claims for job in claimed_jobs(c.fetchall(), worker, expiry)]
+    stop = next((index for index, queue in enumerate(queues) if queue in {*limited, *flowing}), None)
+    return claimed, stop, set(flowing)

@@ -1,60 +1,123 @@
 """PostgreSQL's side of the flow claim (``store/flow.py``; statements in ``sql/flow.sql``): the
-lanes by a loose index scan, the buckets' advisory locks, each lane's due jobs, and the lease of
-the chosen ones by :data:`FLOW_LEASE`, which writes them as ``CLAIM`` writes its own."""
+survey in one round trip (:data:`FLOW_LOCK`, :data:`FLOW_USAGE` and the plain jobs' :data:`FLOW_FETCH`,
+pipelined), every admitted lane's jobs in one :data:`FLOW_FETCH`, and the lease of the chosen ones
+by :data:`FLOW_LEASE`, which writes them as ``CLAIM`` writes its own and records their slots and
+starts."""
 
 from __future__ import annotations
 
-import json
-import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from ...core.fairness import Bucket, Candidate
-from ...core.limits import PLAIN_LANE, LimitKeys
-from .connection import fetch_bound
+from ...core.fairness import Candidate
+from ...core.limits import CLOCK_MARGIN_SECONDS, PLAIN_LANE, LimitKeys, stored_limit_keys
+from ..flow import Survey
+from ..limits import DEFAULT_PERIOD, Bounds, SettingsRow, Usage, settings_in_force, usage_rows
+from .connection import Pipelined, fetch_bound, pipelined_transaction
 from .statements import statement
 
 FLOW_LANES = statement("FLOW_LANES")
-LOCK_BUCKETS = statement("LOCK_BUCKETS")
-FLOW_FETCH_LANE = statement("FLOW_FETCH_LANE")
-FLOW_FETCH_PLAIN = statement("FLOW_FETCH_PLAIN")
-#: Lease the chosen jobs (see its comment in sql/flow.sql).
+FLOW_OPEN = statement("FLOW_OPEN")
+FLOW_LOCK = statement("FLOW_LOCK")
+FLOW_USAGE = statement("FLOW_USAGE")
+FLOW_FETCH = statement("FLOW_FETCH")
+#: Lease the chosen jobs and record their use (see its comment in sql/flow.sql).
 FLOW_LEASE = statement("FLOW_LEASE")
 HAS_FLOW_JOBS = statement("HAS_FLOW_JOBS")
 
 
-def bucket_key(bucket: Bucket) -> int:
-    """A bucket's advisory-lock key: the CRC32 of its limit name and bucket, shifted to fit int4."""
-    name, key = bucket
-    return zlib.crc32(f"{name}\x1f{key}".encode()) - 0x8000_0000
-
-
 class PostgresFlowReads:
-    """``store.flow.FlowReads`` on PostgreSQL; a job is kept as its sequence (leased by FLOW_LEASE)."""
+    """``store.flow.FlowReads`` on PostgreSQL; a job is kept as its sequence (leased by FLOW_LEASE).
 
-    def lanes(self, using: str, queue: str) -> list[tuple[int, LimitKeys]]:
-        rows = fetch_bound(using, FLOW_LANES, {"queue": queue}, jobs=1)
-        return [(lane, tuple((str(n), str(b)) for n, b in _json(keys) or ())) for lane, keys in rows]
+    Its survey goes out in one round trip: by :meth:`survey`, pipelined in the caller's
+    transaction; or sent beforehand by :meth:`send_survey` in a round trip of the caller's own
+    (store/postgres/flow_claim.py), after which :meth:`survey` reads what came back."""
 
-    def lock(self, using: str, buckets: Sequence[Bucket]) -> None:
-        if buckets:
-            keys = sorted({bucket_key(b) for b in buckets})
-            fetch_bound(using, LOCK_BUCKETS, {"bucket_keys": keys}, jobs=1)
+    def __init__(self, *, ungated_only: bool = False, ahead: Sequence[int] = ()) -> None:
+        self._sent: tuple[Any, Any, Any] | None = None
+        #: Whether the queue's settings do not matter (the caller gated the claim: the exact path)
+        #: or a queue paused or limited is to be reported in :attr:`gated` and left alone.
+        self._ungated_only = ungated_only
+        #: Lanes above 0 whose jobs the survey reads with the plain ones, before it knows their room
+        #: (those the queue's last claim admitted: store/postgres/flow_claim.py); a lane found held
+        #: is not taken (its rows, read up to the batch, are only locked until the claim commits).
+        self._ahead = list(ahead)
+        #: Whether the last survey found the queue paused or limited, with ``ungated_only`` (then
+        #: it reports nothing).
+        self.gated = False
+        #: Whether the last survey found lanes above 0.
+        self.had_lanes = False
+
+    def send_survey(self, tx: Pipelined, queue: str, take: int, now: datetime) -> None:
+        """Send the survey's statements on ``tx``'s cursors, inside the caller's ``round_trip()``."""
+        locking, counting, plain = self._sent = (tx.cursor(), tx.cursor(), tx.cursor())
+        locking.execute(FLOW_LOCK, {"queue": queue})
+        counting.execute(FLOW_USAGE, {"queue": queue, "now": now, "default_period": DEFAULT_PERIOD})
+        plain.execute(FLOW_FETCH, _fetch_params(queue, dict.fromkeys([PLAIN_LANE, *self._ahead], take), now))
+
+    def survey(self, using: str, queue: str, take: int, now: datetime) -> Survey[int]:
+        if self._sent is None:
+            with pipelined_transaction(using, jobs=take, in_callers_transaction=True) as tx:
+                with tx.round_trip():
+                    self.send_survey(tx, queue, take, now)
+                return self._read_survey()
+        return self._read_survey()
+
+    def _read_survey(self) -> Survey[int]:
+        assert self._sent is not None
+        locking, counting, plain = self._sent
+        self._sent = None
+        locked = set(locking.fetchone()[0])
+        lanes_json, used_json, gated = counting.fetchone()
+        self.gated = gated and self._ungated_only
+        self.had_lanes = bool(lanes_json)
+        if self.gated:
+            plain.fetchall()
+            return Survey([], {}, {}, {})
+        lanes = [(lane, stored_limit_keys(keys)) for lane, keys in lanes_json or () if lane in locked]
+        bounds: Bounds = {}
+        usage: Usage = {}
+        for name, bucket, settings, leased, by_declared, by_override in used_json or ():
+            values, overriding = None, False
+            if settings[3] is not None:  # a stored row (its overridden is never null)
+                values, overriding = settings_in_force(cast(SettingsRow, tuple(settings)))
+            bounds[name] = values
+            usage[(name, bucket)] = (leased, by_override if overriding else by_declared)
+        return Survey(lanes, bounds, usage, _candidates(plain.fetchall()))
 
     def fetch(
-        self, using: str, queue: str, lane: int, take: int, now: datetime
-    ) -> list[tuple[Candidate, int]]:
-        sql = FLOW_FETCH_PLAIN if lane == PLAIN_LANE else FLOW_FETCH_LANE
-        params = {"queue": queue, "lane": lane, "take": take, "now": now}
-        rows = fetch_bound(using, sql, params, jobs=take)
-        return [(Candidate(sequence, priority, due, lane), sequence) for sequence, priority, due in rows]
+        self, using: str, queue: str, takes: Mapping[int, int], now: datetime
+    ) -> dict[int, list[tuple[Candidate, int]]]:
+        rows = fetch_bound(using, FLOW_FETCH, _fetch_params(queue, takes, now), jobs=sum(takes.values()))
+        return _candidates(rows)
+
+
+def lease_params(claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds) -> dict[str, Any]:
+    """:data:`FLOW_LEASE`'s parameters for the use of the claimed jobs (``store.limits.usage_rows``)."""
+    slots, starts = usage_rows(claimed, bounds)
+    return {
+        "slot_names": [name for name, _, _ in slots],
+        "slot_buckets": [bucket for _, bucket, _ in slots],
+        "slot_jobs": [sequence for _, _, sequence in slots],
+        "start_names": [name for name, _ in starts],
+        "start_buckets": [bucket for _, bucket in starts],
+        "margin": float(CLOCK_MARGIN_SECONDS),
+        "default_period": DEFAULT_PERIOD,
+    }
+
+
+def _fetch_params(queue: str, takes: Mapping[int, int], now: datetime) -> dict[str, Any]:
+    return {"queue": queue, "lanes": list(takes), "takes": list(takes.values()), "now": now}
+
+
+def _candidates(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[Candidate, int]]]:
+    found: dict[int, list[tuple[Candidate, int]]] = {}
+    for lane, sequence, priority, due in rows:
+        found.setdefault(lane, []).append((Candidate(sequence, priority, due, lane), sequence))
+    return found
 
 
 def flow_queues(using: str, queues: list[str]) -> set[str]:
     """Which of ``queues`` hold a Scheduled job of a lane above 0."""
     return set(fetch_bound(using, HAS_FLOW_JOBS, {"queues": queues}, jobs=1)[0][0])
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value

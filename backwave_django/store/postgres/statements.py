@@ -4,7 +4,8 @@ Each file holds the statements of one concern. A statement starts at a ``-- name
 the comment lines right after it say what it does (they are for the reader and are not sent), and
 the text up to the next ``-- name:`` line is the statement. ``{jobs}``, ``{LEASED}`` and the other
 names of ``store._schema.VOCABULARY`` are filled in here, from the models' tables and the state
-numbers; any other brace is left as it is.
+numbers. A statement may include another whole statement by its name in braces (``({FLOW_LANES})``
+as a subquery), filled in after every file is read; any other brace is left as it is.
 
 ``statement("CLAIM")`` is a dictionary look-up: modules take their statements into module-level
 constants at import, so the hot paths never read a file or format a string.
@@ -77,9 +78,23 @@ def load() -> dict[str, dict[str, str]]:
     return files
 
 
+def included(statements: dict[str, str]) -> dict[str, str]:
+    """``statements`` with each ``{NAME}`` of another statement's name replaced by its SQL (one
+    level: what an included statement itself includes is not filled in)."""
+
+    def fill(name: str, sql: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            word = match.group(1)
+            return statements[word] if word in statements and word != name else match.group(0)
+
+        return _WORD.sub(one, sql)
+
+    return {name: fill(name, sql) for name, sql in statements.items()}
+
+
 #: The statements of each SQL file, read once.
 FILES = load()
-_ALL = {name: sql for statements in FILES.values() for name, sql in statements.items()}
+_ALL = included({name: sql for statements in FILES.values() for name, sql in statements.items()})
 
 
 def statement(name: str) -> str:

@@ -104,8 +104,8 @@ SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_pl
 
 -- name: PIPELINED_OPEN
 -- The first statement of a pipelined claim: the asynchronous commit, the generic plan, the queues'
--- shared locks (as LOCK_QUEUES_SHARED takes them), and which of the queues are limited or hold
--- jobs under flow control (a probe of the claim index past lane 0 each) (read
+-- shared locks (as LOCK_QUEUES_SHARED takes them), which of the queues are limited, and which
+-- hold jobs under flow control (a probe of the claim index past lane 0 each) (read
 -- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
 -- path; the claim statements' own, later reads decide).
 SELECT set_config('synchronous_commit', 'off', true),
@@ -113,8 +113,7 @@ SELECT set_config('synchronous_commit', 'off', true),
        (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT queue FROM {queues}
-             WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused
-             UNION ALL
-             SELECT q FROM unnest(%(queues)s::text[]) AS q
+             WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused),
+       ARRAY(SELECT q FROM unnest(%(queues)s::text[]) AS q
              WHERE (SELECT true FROM {jobs} AS f
                     WHERE f.queue = q AND f.state = {SCHEDULED} AND f.lane > 0 ORDER BY f.lane LIMIT 1))

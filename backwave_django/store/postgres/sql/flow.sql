@@ -22,36 +22,96 @@ WITH RECURSIVE lanes AS (
 )
 SELECT lane, limit_keys FROM lanes
 
--- name: LOCK_BUCKETS
--- Take the buckets' advisory locks (%(bucket_keys)s, sorted), exclusive until the transaction
--- ends. A statement of its own, before the counting one, so that the counts' snapshot follows
--- the locks.
-SELECT count(pg_advisory_xact_lock({LIMIT_LOCK_CLASS}, key))
-FROM unnest(%(bucket_keys)s::int[]) AS key
+-- name: FLOW_OPEN
+-- The first statement of a flow claim that is its own transaction (store/postgres/flow_claim.py):
+-- the asynchronous commit, the generic plan and the queue's shared lock, as PIPELINED_OPEN sets and
+-- takes them (sql/claims.sql). Whether the queue is paused or limited is read after the lock, by
+-- FLOW_USAGE.
+SELECT set_config('synchronous_commit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true),
+       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+        FROM unnest(%(queue_keys)s::int[]) AS key)
 
--- name: FLOW_FETCH_LANE
--- Up to %(take)s due jobs of one lane (above 0) in claim order, locked, skipping locked ones: a
--- range scan of the claim index within that lane.
-SELECT sequence, priority, due_time FROM {jobs}
-WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = %(lane)s
-  AND due_time <= %(now)s
-ORDER BY priority DESC, due_time, sequence
-LIMIT %(take)s
-FOR UPDATE SKIP LOCKED
+-- name: FLOW_LOCK
+-- Take the advisory locks of the buckets of %(queue)s's lanes above 0 (FLOW_LANES), in the order
+-- of their keys (PostgreSQL's hashtext of the limit name and the bucket), exclusive until the
+-- transaction ends; returns the lanes whose buckets are now locked. A statement of its own, before
+-- FLOW_USAGE, so that the counts' snapshot follows the locks.
+WITH lanes AS MATERIALIZED ({FLOW_LANES}),
+keys AS (
+    SELECT DISTINCT hashtext((k->>0) || chr(31) || (k->>1)) AS key
+    FROM lanes CROSS JOIN LATERAL jsonb_array_elements(lanes.limit_keys) AS k
+)
+SELECT ARRAY(SELECT lane FROM lanes),
+       (SELECT count(pg_advisory_xact_lock({LIMIT_LOCK_CLASS}, s.key))
+        FROM (SELECT key FROM keys ORDER BY key) AS s)
 
--- name: FLOW_FETCH_PLAIN
--- Up to %(take)s due plain jobs (lane 0) of a flow queue in claim order, locked, skipping locked
--- ones: a range scan of the claim index within lane 0, so held jobs of other lanes are never read.
-SELECT sequence, priority, due_time FROM {jobs}
-WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = 0 AND due_time <= %(now)s
-ORDER BY priority DESC, due_time, sequence
-LIMIT %(take)s
-FOR UPDATE SKIP LOCKED
+-- name: FLOW_USAGE
+-- After FLOW_LOCK, in the same transaction: %(queue)s's lanes above 0 with their buckets (a
+-- lane FLOW_LOCK did not see is not locked: the caller leaves it for the next claim), the settings
+-- row of each of their limits, and each bucket's use: its Leased count (slot rows, only for a limit
+-- with a concurrency bound) and its starts inside the window of the declared period and of the
+-- override's (only for a limit with a rate bound; the caller takes the count of the bounds in
+-- force). A period that is not stored counts as %(default_period)s seconds. And whether the queue
+-- is paused or has a concurrency limit (a flow claim that is its own transaction leaves such a
+-- queue to the exact path: store/postgres/flow_claim.py). One row.
+WITH lanes AS MATERIALIZED ({FLOW_LANES}),
+buckets AS (
+    SELECT DISTINCT k->>0 AS name, k->>1 AS bucket
+    FROM lanes CROSS JOIN LATERAL jsonb_array_elements(lanes.limit_keys) AS k
+),
+used AS (
+    SELECT b.name, b.bucket,
+           json_build_array(s.declared_concurrency, s.declared_rate, s.declared_period, s.overridden,
+                            s.override_concurrency, s.override_rate, s.override_period) AS settings,
+           CASE WHEN s.declared_concurrency IS NOT NULL OR s.override_concurrency IS NOT NULL
+                THEN (SELECT count(*) FROM {limit_leases} AS l WHERE l.name = b.name AND l.bucket = b.bucket)
+                ELSE 0 END AS leased,
+           w.declared, w.override
+    FROM buckets AS b
+    LEFT JOIN {limit_settings} AS s ON s.name = b.name
+    CROSS JOIN LATERAL (
+        SELECT make_interval(secs => CASE WHEN s.declared_period > 0 THEN s.declared_period
+                                          ELSE %(default_period)s END) AS declared,
+               make_interval(secs => CASE WHEN coalesce(s.override_period, s.declared_period) > 0
+                                          THEN coalesce(s.override_period, s.declared_period)
+                                          ELSE %(default_period)s END) AS override
+    ) AS p
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE t.started_at > %(now)s - p.declared) AS declared,
+               count(*) FILTER (WHERE t.started_at > %(now)s - p.override) AS override
+        FROM {limit_starts} AS t
+        WHERE (s.declared_rate IS NOT NULL OR s.override_rate IS NOT NULL)
+          AND t.name = b.name AND t.bucket = b.bucket
+          AND t.started_at > %(now)s - greatest(p.declared, p.override)
+    ) AS w
+)
+SELECT (SELECT json_agg(json_build_array(lane, limit_keys)) FROM lanes),
+       (SELECT json_agg(json_build_array(name, bucket, settings, leased, declared, override)) FROM used),
+       EXISTS (SELECT FROM {queues} WHERE queue = %(queue)s AND (paused OR concurrency_limit IS NOT NULL))
+
+-- name: FLOW_FETCH
+-- Up to %(takes)s[i] due jobs of each lane %(lanes)s[i] of %(queue)s (0 for the plain jobs) in claim
+-- order, locked, skipping locked ones: a range scan of the claim index within each lane, so the
+-- jobs of a lane not asked for (a held one) are never read.
+SELECT w.lane, j.sequence, j.priority, j.due_time
+FROM unnest(%(lanes)s::bigint[], %(takes)s::int[]) AS w (lane, take)
+CROSS JOIN LATERAL (
+    SELECT f.sequence, f.priority, f.due_time FROM {jobs} AS f
+    WHERE f.queue = %(queue)s AND f.state = {SCHEDULED} AND f.lane = w.lane AND f.due_time <= %(now)s
+    ORDER BY f.priority DESC, f.due_time, f.sequence
+    LIMIT w.take
+    FOR UPDATE SKIP LOCKED
+) AS j
 
 -- name: FLOW_LEASE
 -- Lease the jobs the flow claim chose (%(picked)s, sequences, in the order taken), exactly as
 -- CLAIM leases its own: log the claims, trim logs over the cap, and return the claimed jobs with
--- their tags, in the order taken.
+-- their tags, in the order taken. And record what they use (store/limits.py, usage_rows): a slot
+-- row per job and concurrency-bounded limit (%(slot_names)s, %(slot_buckets)s, %(slot_jobs)s), a
+-- start row per job and rate-bounded limit (%(start_names)s, %(start_buckets)s), and drop those
+-- buckets' starts that no window can count any more: older than the longest period any limit has
+-- (%(default_period)s seconds when none is stored) and %(margin)s seconds.
 WITH leased AS (
     UPDATE {jobs} AS j
     SET state = {LEASED}, attempt = j.attempt + 1, lease_owner = %(worker)s, lease_expiry = %(expiry)s,
@@ -68,6 +128,23 @@ WITH leased AS (
     USING (SELECT sequence, ordinal FROM leased WHERE ordinal >= %(cap)s) AS l
     WHERE %(history)s AND t.job_id = l.sequence AND t.ordinal <= l.ordinal - %(cap)s
       AND t.job_id = ANY(ARRAY(SELECT sequence FROM leased WHERE ordinal >= %(cap)s))
+), slots AS (
+    INSERT INTO {limit_leases} (name, bucket, job, acquired_at)
+    SELECT s.name, s.bucket, s.job, %(now)s
+    FROM unnest(%(slot_names)s::text[], %(slot_buckets)s::text[], %(slot_jobs)s::bigint[]) AS s (name, bucket, job)
+    WHERE s.job IN (SELECT sequence FROM leased)
+), starts AS (
+    INSERT INTO {limit_starts} (name, bucket, started_at)
+    SELECT s.name, s.bucket, %(now)s
+    FROM unnest(%(start_names)s::text[], %(start_buckets)s::text[]) AS s (name, bucket)
+), expired AS (
+    DELETE FROM {limit_starts} AS t
+    USING (SELECT DISTINCT name, bucket FROM unnest(%(start_names)s::text[], %(start_buckets)s::text[])
+           AS s (name, bucket)) AS b
+    WHERE t.name = b.name AND t.bucket = b.bucket
+      AND t.started_at <= %(now)s - make_interval(secs => %(margin)s + (
+          SELECT coalesce(greatest(max(declared_period), max(override_period)), %(default_period)s)
+          FROM {limit_settings}))
 )
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {tags} AS t

@@ -44,11 +44,12 @@ WITH input AS (
     -- The lease ended: the job's concurrency slots are free (flow control; docs/store.md, "The flow
     -- claim"), and the idle workers of its queue are told (on commit). Plain jobs (lane 0) have no
     -- slot: for them the array is empty and nothing is read.
+    -- Found by the slot rows' job index alone (no join, which a plan made while the table was
+    -- small would run as a scan of it per job); one hint per queue (the same notification twice in
+    -- a transaction is sent once).
     DELETE FROM {limit_leases} AS s
-    USING applied AS a
-    WHERE s.job = a.sequence AND a.lane <> 0
-      AND s.job = ANY(ARRAY(SELECT sequence FROM applied WHERE lane <> 0))
-    RETURNING pg_notify(%(hint_channel)s, a.queue)
+    WHERE s.job = ANY(ARRAY(SELECT sequence FROM applied WHERE lane <> 0))
+    RETURNING pg_notify(%(hint_channel)s, (SELECT a.queue FROM applied AS a WHERE a.sequence = s.job))
 ), logged AS (
     INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, state, attempt, detail, worker_id FROM applied WHERE %(history)s
