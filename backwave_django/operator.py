@@ -106,6 +106,31 @@ def require_limit_name(name: str) -> str:
     return validate_queue_name(name, "limit name")
 
 
+class UnknownLimitError(ValueError):
+    """An override named a limit nothing uses (``monitor.known_limit``), without ``create``.
+
+    Nothing was changed. ``suggestions`` are the declared or overridden limits with the closest
+    names.
+    """
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = ""
+        if suggestions:
+            hint = "; did you mean " + " or ".join(repr(known) for known in suggestions) + "?"
+        super().__init__(f"no worker declares limit {name!r} and no job uses it{hint}")
+
+
+def require_known_limit(name: str, *, create: bool = False) -> str:
+    """``name`` if it follows the limit-name rule and something uses it (or ``create``); else
+    ``ValueError`` with the rule, or :class:`UnknownLimitError` with close matches."""
+    require_limit_name(name)
+    if not create and not monitor.known_limit(name):
+        raise UnknownLimitError(name, monitor.similar_limits(name))
+    return name
+
+
 def set_limit(
     name: str,
     *,
@@ -113,15 +138,20 @@ def set_limit(
     rate: int | Keep | None = KEEP,
     period: float | timedelta | Keep = KEEP,
     actor: str,
+    create: bool = False,
 ) -> LimitValues:
     """Override flow-control limit ``name`` cluster-wide (docs/flow-control.md, "Overrides"); the
     bounds now in force, which the next claim obeys.
 
     An argument not given keeps the value in force now; None removes that bound; at least one of
-    ``concurrency`` and ``rate`` must remain (else ``ValueError``, nothing changed). A limit no
-    worker declares yet may be overridden: the override is in force for its jobs at once. Audited.
+    ``concurrency`` and ``rate`` must remain (else ``ValueError``, nothing changed). A limit
+    nothing uses (no worker declares it, no override or lease names it, and no job that has not
+    ended names it: ``monitor.known_limit``) is most likely a typo, and is refused with
+    :class:`UnknownLimitError` (nothing stored, nothing audited) unless ``create``: then the
+    override creates it, in force for its jobs at once. Audited.
     """
     require_actor(actor)
+    require_known_limit(name, create=create)
     seconds = period.total_seconds() if isinstance(period, timedelta) else period
     return store.set_limit(
         name, concurrency=concurrency, rate=rate, period=seconds, actor=actor, now=clock.now()

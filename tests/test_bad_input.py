@@ -386,6 +386,12 @@ OPERATOR_ROWS = [
         operator.UnknownQueueError,
         r"no declared job, schedule or stored job uses queue 'biling'; did you mean 'billing'\?",
     ),
+    Row(
+        "set-limit-nothing-uses",
+        lambda w: operator.set_limit("paymnet-api", rate=5, actor="ops"),
+        operator.UnknownLimitError,
+        r"^no worker declares limit 'paymnet-api' and no job uses it$",
+    ),
 ]
 
 SCHEDULE_ROWS = [

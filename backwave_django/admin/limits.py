@@ -6,6 +6,8 @@ worker declares has no row to list. Viewing needs ``view_limitsettings``; overri
 need ``change_limits`` and go through :mod:`backwave_django.operator`, which audits them
 (``set_limit`` / ``clear_limit``); see ``docs/flow-control.md``, "Overrides". Every value is
 escaped by the template; a bound the form cannot read is refused with a message, nothing changed.
+Overriding a limit nothing uses (``monitor.known_limit``: a typo, most of the time) opens a
+confirmation page first; only its button, which posts ``create=yes``, creates the limit.
 """
 
 from __future__ import annotations
@@ -27,11 +29,18 @@ from ..core.states import ClearLimitResult
 from ..core.validation import validate_queue_name
 from ..models import LimitSettings
 from .console import BREADCRUMBS_AS_LIST, ReadOnlyAdmin, SeeOther, console_button
+from .job_actions import confirmation_page
 
 #: Who may override and clear limits.
 CHANGE_LIMITS_PERMISSION = "backwave_django.change_limits"
 #: The largest concurrency or rate the columns hold on every supported database.
 MAX_BOUND = 2**31 - 1
+#: The confirmation page's explanation, before overriding a limit nothing uses.
+UNKNOWN_LIMIT_TEXT = (
+    "Confirming stores the override {bounds} under this name and audits it (set_limit); jobs that "
+    "name the limit are claimed under it from then on. If the name is a typo, go back: nothing has "
+    "been stored. An override created by mistake can be cleared on the Limits page."
+)
 
 
 def _bound_field(what: str) -> forms.IntegerField:
@@ -141,7 +150,7 @@ class LimitSettingsAdmin(ReadOnlyAdmin):
             return back
         data = form.cleaned_data
         name = data["name"]
-        declared = monitor.known_limit(name)
+        create = request.POST.get("create") == "yes"
         try:
             values = operator.set_limit(
                 name,
@@ -149,16 +158,49 @@ class LimitSettingsAdmin(ReadOnlyAdmin):
                 rate=data["rate"],
                 period=data["period"],
                 actor=actors.admin_user(request.user),
+                create=create,
             )
+        except operator.UnknownLimitError as refusal:
+            return self._confirm_unknown(request, refusal, data)
         except (TypeError, ValueError) as error:
             self.message_user(request, f"Limit “{name}”: {error}; nothing was changed.", messages.ERROR)
             return back
-        self._log(request, name, f"Override limit: {values.describe()}")
+        row = self._log(request, name, f"Override limit: {values.describe()}")
+        declared = row is None or row.declared_values() is not None
         note = "" if declared else " No worker declares it yet; the override is in force for its jobs."
         self.message_user(
             request, f"Limit “{name}” is now overridden: {values.describe()}.{note}", messages.SUCCESS
         )
         return back
+
+    def _confirm_unknown(
+        self, request: HttpRequest, refusal: operator.UnknownLimitError, data: dict[str, Any]
+    ) -> HttpResponse:
+        """Ask before overriding a limit nothing uses (a typo, most of the time): nothing is stored
+        until the page's button posts the same override again with ``create=yes``."""
+        name = refusal.name
+        bounds = LimitValues(data["concurrency"], data["rate"], data["period"]).describe()
+        hint = ""
+        if refusal.suggestions:
+            hint = " Did you mean " + " or ".join(f"“{known}”" for known in refusal.suggestions) + "?"
+        posted = {key: request.POST.get(key, "") for key in ("name", "concurrency", "rate", "period")}
+        return confirmation_page(
+            self,
+            request,
+            {
+                "title": "Override a limit nothing uses?",
+                "bw_lead": (
+                    f"No worker declares limit “{name}” and no job uses it; overriding it creates it, "
+                    f"in force for its jobs at once.{hint}"
+                ),
+                "bw_explanation": UNKNOWN_LIMIT_TEXT.format(bounds=bounds),
+                "bw_action_url": request.path,
+                "bw_fields": [*posted.items(), ("create", "yes")],
+                "bw_submit": f"Yes, override “{name}” anyway",
+                "bw_back_url": reverse("admin:backwave_django_limitsettings_changelist"),
+                "bw_testid": "bw-confirm-unknown-limit",
+            },
+        )
 
     @console_button(permission=CHANGE_LIMITS_PERMISSION)
     def clear_view(self, request: HttpRequest) -> HttpResponse:
@@ -182,11 +224,12 @@ class LimitSettingsAdmin(ReadOnlyAdmin):
             self.message_user(request, text, messages.SUCCESS)
         return back
 
-    def _log(self, request: HttpRequest, name: str, message: str) -> None:
-        """A ``LogEntry`` on the limit's row, for its History page (none once the row is gone)."""
+    def _log(self, request: HttpRequest, name: str, message: str) -> LimitSettings | None:
+        """A ``LogEntry`` on the limit's row, for its History page (none once the row is gone); the row."""
         row = LimitSettings.objects.filter(name=name).first()
         if row is not None:
             self.log_change(request, row, message)
+        return row
 
 
 def _limit_row(limit: monitor.LimitOverview) -> dict[str, Any]:

@@ -122,15 +122,16 @@ def _set(options: dict[str, Any], out: Output) -> int:
         raise UsageError("give at least one of --concurrency, --rate and --period")
     concurrency, rate = bound("--concurrency", given[0]), bound("--rate", given[1])
     seconds = period(given[2])
+    who = actor()
     try:
-        known = monitor.known_limit(operator.require_limit_name(name))
-        if not known and not options["create"]:
-            raise UsageError(
-                f"no worker declares limit {name!r} and no override names it. Nothing was changed; "
-                "pass --create to override it anyway (the override is in force for its jobs at once)."
-            )
-        who = actor()
-        values = operator.set_limit(name, concurrency=concurrency, rate=rate, period=seconds, actor=who)
+        values = operator.set_limit(
+            name, concurrency=concurrency, rate=rate, period=seconds, actor=who, create=options["create"]
+        )
+    except operator.UnknownLimitError as error:  # nothing uses the name (monitor.known_limit)
+        raise UsageError(
+            f"{error}. Nothing was changed; pass --create to override it anyway "
+            "(it creates the limit, in force for its jobs at once)."
+        ) from None
     except ValueError as error:  # the name rule, or no bound left
         raise UsageError(str(error)) from None
     out.line(f"Limit {name!r} is now overridden: {values.describe()} (audited as {who})")
@@ -193,7 +194,8 @@ def add_arguments(subparsers: Any) -> None:
     change.add_argument(
         "--create",
         action="store_true",
-        help="Override a limit no worker declares yet (without it, such a name is refused: exit 2).",
+        help="Override a limit nothing uses yet: no worker declares it and no job names it (without "
+        "it, such a name is refused: exit 2).",
     )
     clear = actions.add_parser(
         "clear",

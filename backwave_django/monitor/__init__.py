@@ -21,6 +21,8 @@ describes each read, its ordering and its cost at scale.
   arguments, error text), :func:`resolve_job` (what ``backwave show`` was given) and :func:`search_notes`;
 - :mod:`.limits`: :func:`limits_overview` (each flow-control limit's bounds, use and busiest
   buckets, with the due jobs each holds back) and :func:`held_reason` (what holds one job);
+- :mod:`.limit_names`: :func:`known_limit` (does a declaration, an override, a lease or a job
+  not yet ended name a limit?) and :func:`similar_limits` (close matches of a typo);
 - :mod:`.schedules`: :class:`ScheduleSnapshot` and :func:`list_schedules`, each schedule with its
   next tick and error;
 - :mod:`.tags`: :func:`tag_facet` (jobs per value of a key) and :func:`suggest_tags` (prefix
@@ -123,6 +125,7 @@ from .jobs import (
     list_jobs,
     with_tags,
 )
+from .limit_names import known_limit, similar_limits
 from .limits import (
     MAX_LANES,
     TOP_BUCKETS,
@@ -131,7 +134,6 @@ from .limits import (
     LimitOverview,
     LimitsOverview,
     held_reason,
-    known_limit,
     limits_overview,
 )
 from .observers import (
@@ -289,6 +291,7 @@ __all__ = [
     "schedule_row_id",
     "search_jobs",
     "search_notes",
+    "similar_limits",
     "similar_queues",
     "state_totals",
     "suggest_tags",

@@ -242,11 +242,6 @@ def limits_overview(*, now: datetime, top: int = TOP_BUCKETS) -> LimitsOverview:
     return LimitsOverview(tuple(limits), complete)
 
 
-def known_limit(name: str) -> bool:
-    """Whether a worker declares limit ``name`` or an operator overrides it (it has a row)."""
-    return LimitSettings.objects.using(jobs_database()).filter(name=name).exists()
-
-
 def held_reason(job: JobRecord, *, now: datetime) -> Hold | None:
     """What holds ``job`` now: the first of its buckets (in name order) that admits no claim, or a
     limit nothing declares. None for a job that is not a due Scheduled job under a limit, or

@@ -103,7 +103,7 @@ def test_change_limits_shows_the_forms_and_an_override_is_audited_and_shown(clie
     assert [a for a, in OperatorAudit.objects.order_by("id").values_list("action")] == ["set_limit", "clear_limit"]
 
 
-def test_an_undeclared_limit_may_be_overridden_by_name(client, login, limits):
+def test_a_limit_only_jobs_name_is_overridden_without_confirmation(client, login, limits):
     login("view_limitsettings", "change_limits")
     response = client.post(reverse(OVERRIDE), {"name": "ghost", "concurrency": "", "rate": "5", "period": "2"})
     assert flashed(response) == [
@@ -112,6 +112,54 @@ def test_an_undeclared_limit_may_be_overridden_by_name(client, login, limits):
     ]
     html = client.get(reverse(LIMITS)).content.decode()
     assert "not declared by any worker" not in _row(html, "ghost")
+
+
+def test_an_undeclared_limit_may_be_overridden_by_name(client, login, limits):
+    """A name nothing uses (a typo of "payment-api") asks first; only the confirmation creates it."""
+    login("view_limitsettings", "change_limits")
+    posted = {"name": "paymnet-api", "concurrency": "", "rate": "5", "period": "2"}
+    response = client.post(reverse(OVERRIDE), posted)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'data-testid="bw-confirm-unknown-limit"' in html
+    assert (
+        "No worker declares limit “paymnet-api” and no job uses it; overriding it creates it, in force "
+        "for its jobs at once. Did you mean “payment-api”?"
+    ) in html
+    assert "Confirming stores the override 5 per 2 s under this name" in html
+    assert f'action="{reverse(OVERRIDE)}"' in html
+    for name, value in [*posted.items(), ("create", "yes")]:
+        assert f'<input type="hidden" name="{name}" value="{value}">' in html
+    assert "Yes, override “paymnet-api” anyway" in html
+    assert not LimitSettings.objects.filter(name="paymnet-api").exists()
+    assert not OperatorAudit.objects.exists()
+    assert not LogEntry.objects.exists()
+
+    response = client.post(reverse(OVERRIDE), {**posted, "create": "yes"})
+    assert response.status_code == 303
+    assert flashed(response) == [
+        "Limit “paymnet-api” is now overridden: 5 per 2 s. No worker declares it yet; the override is in "
+        "force for its jobs."
+    ]
+    assert LimitSettings.objects.get(name="paymnet-api").values_in_force() == LimitValues(None, 5, 2.0)
+    assert list(OperatorAudit.objects.values_list("action", "target")) == [("set_limit", "paymnet-api")]
+    html = client.get(reverse(LIMITS)).content.decode()
+    assert re.search(r'data-testid="bw-limit-in-force">5 per 2 s', _row(html, "paymnet-api"))
+
+
+def test_the_confirmation_escapes_the_name_and_a_bad_confirmed_post_is_still_refused(client, login, limits):
+    login("view_limitsettings", "change_limits")
+    evil = "<b>x</b>"
+    html = client.post(reverse(OVERRIDE), {"name": evil, "rate": "5", "period": "1"}).content.decode()
+    assert 'data-testid="bw-confirm-unknown-limit"' in html
+    assert evil not in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+    assert not LimitSettings.objects.filter(name=evil).exists()
+    # create=yes does not get past the form: a bad bound is refused all the same.
+    response = client.post(reverse(OVERRIDE), {"name": "later", "rate": "0", "period": "1", "create": "yes"})
+    assert flashed(response)[-1].endswith("Nothing was changed.")
+    assert not LimitSettings.objects.filter(name="later").exists()
+    assert not OperatorAudit.objects.exists()
 
 
 def test_viewers_cannot_override_or_clear(client, login, limits):

@@ -1,5 +1,6 @@
 """The Limits page in a real browser: a limit with its buckets and held counts, an override and a
-clear through the forms, and a held job's page saying what holds it."""
+clear through the forms, the confirmation before overriding a name nothing uses, and a held
+job's page saying what holds it."""
 
 from __future__ import annotations
 
@@ -80,6 +81,28 @@ def test_the_limits_page_shows_buckets_and_held_counts_and_overrides_through_the
         "set_limit",
         "clear_limit",
     ]
+
+    # A name nothing uses (a typo) asks first: going back stores nothing, confirming creates it.
+    def override_by_name() -> None:
+        page.get_by_test_id("bw-new-name").fill("custmer-sync")
+        page.get_by_test_id("bw-new-concurrency").fill("2")
+        page.get_by_test_id("bw-new-override").click()
+        expect(page.get_by_test_id("bw-confirm-unknown-limit")).to_contain_text(
+            "No worker declares limit “custmer-sync” and no job uses it; overriding it creates it, "
+            "in force for its jobs at once. Did you mean “customer-sync”?"
+        )
+
+    override_by_name()
+    page.get_by_test_id("bw-confirm-back").click()
+    expect(page.locator("h1")).to_have_text("Limits")
+    assert not LimitSettings.objects.filter(name="custmer-sync").exists()
+    override_by_name()
+    page.get_by_test_id("bw-confirm").click()
+    expect(page.locator(".messagelist")).to_contain_text("Limit “custmer-sync” is now overridden: 2 at once.")
+    expect(page.locator('tr[data-limit="custmer-sync"]').get_by_test_id("bw-limit-in-force")).to_contain_text(
+        "2 at once"
+    )
+    assert OperatorAudit.objects.filter(action="set_limit", target="custmer-sync").count() == 1
 
 
 def test_a_held_jobs_page_says_what_holds_it(operator_page: Page) -> None:
