@@ -54,10 +54,13 @@ class UnknownQueueError(ValueError):
     def __init__(self, queue: str, suggestions: list[str]) -> None:
         self.queue = queue
         self.suggestions = suggestions
-        hint = ""
-        if suggestions:
-            hint = "; did you mean " + " or ".join(repr(name) for name in suggestions) + "?"
+        hint = did_you_mean(suggestions)
         super().__init__(f"no declared job, schedule or stored job uses queue {queue!r}{hint}")
+
+
+def did_you_mean(suggestions: list[str]) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for a refusal's message, or nothing without suggestions."""
+    return "; did you mean " + " or ".join(repr(name) for name in suggestions) + "?" if suggestions else ""
 
 
 def require_queue_in_use(queue: str, *, create: bool = False) -> str:
@@ -116,10 +119,7 @@ class UnknownLimitError(ValueError):
     def __init__(self, name: str, suggestions: list[str]) -> None:
         self.name = name
         self.suggestions = suggestions
-        hint = ""
-        if suggestions:
-            hint = "; did you mean " + " or ".join(repr(known) for known in suggestions) + "?"
-        super().__init__(f"no worker declares limit {name!r} and no job uses it{hint}")
+        super().__init__(f"no worker declares limit {name!r} and no job uses it{did_you_mean(suggestions)}")
 
 
 def require_known_limit(name: str, *, create: bool = False) -> str:

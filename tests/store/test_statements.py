@@ -36,6 +36,15 @@ def test_every_sql_file_loads_with_its_statements_named_and_filled_in() -> None:
             assert statement(name) == sql
 
 
+def test_a_statement_named_in_braces_is_included_whole() -> None:
+    assert "{FLOW_LANES}" in (SQL / "flow.sql").read_text()
+    assert f"({statement('FLOW_LANES')})" in statement("FLOW_LOCK")
+    assert statements.included({"A": "SELECT 1", "B": "SELECT * FROM ({A}) AS a, {jobs}"}) == {
+        "A": "SELECT 1",
+        "B": "SELECT * FROM (SELECT 1) AS a, {jobs}",
+    }
+
+
 def test_the_vocabulary_is_filled_in_from_the_models_and_states() -> None:
     assert VOCABULARY["jobs"] in statement("CLAIM")
     assert f"state = {VOCABULARY['LEASED']}" in statement("CLAIM")

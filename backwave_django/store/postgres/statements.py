@@ -92,9 +92,10 @@ def included(statements: dict[str, str]) -> dict[str, str]:
     return {name: fill(name, sql) for name, sql in statements.items()}
 
 
-#: The statements of each SQL file, read once.
-FILES = load()
-_ALL = included({name: sql for statements in FILES.values() for name, sql in statements.items()})
+_READ = load()
+_ALL = included({name: sql for statements in _READ.values() for name, sql in statements.items()})
+#: The statements of each SQL file, read once, with the statements they include filled in.
+FILES = {stem: {name: _ALL[name] for name in named} for stem, named in _READ.items()}
 
 
 def statement(name: str) -> str:
