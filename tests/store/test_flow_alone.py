@@ -10,7 +10,7 @@ transaction (the exact path).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -20,11 +20,20 @@ from django.db import connection
 from backwave_django import JobState, store
 from backwave_django.core.limits import LimitValues
 from backwave_django.models import LimitLease, LimitStart
+from backwave_django.store.postgres import flow_claim
 
 from ..conftest import LEASE, T0, WORKER, report, row
 from .flow_jobs import declare, enqueue_flow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def paths_forgotten() -> Iterator[None]:
+    """Each test starts, and leaves, with no queue remembered as under flow control."""
+    flow_claim.forget_paths()
+    yield
+    flow_claim.forget_paths()
 
 
 def _claim(queues: list[str], max_jobs: int = 32, now: Any = T0) -> list[uuid.UUID]:
@@ -65,7 +74,8 @@ def test_after_the_first_claim_a_flow_queue_is_claimed_in_two_round_trips() -> N
     assert _count(statements, "WITH RECURSIVE gate") == 0  # straight to the flow claim
     # The admitted lane was read ahead with the plain jobs: one fetch, no second one.
     assert _count(statements, "SELECT w.lane") == 1
-    assert statements[0] == "BEGIN" and statements[-1] == "COMMIT"
+    assert statements[0] == "BEGIN"
+    assert statements[-1] == "COMMIT"
     assert _idle()
     assert LimitLease.objects.count() == 4
 
@@ -144,4 +154,5 @@ def test_a_queue_whose_flow_jobs_are_gone_goes_back_to_the_pipelined_claim() -> 
     later = enqueue_flow(queue="f")
     claimed, statements = _statements(lambda: _claim(["f"]))
     assert claimed == [later]
-    assert statements[0].startswith("SELECT set_config") and _count(statements, "WITH RECURSIVE gate") == 1
+    assert statements[0].startswith("SELECT set_config")
+    assert _count(statements, "WITH RECURSIVE gate") == 1

@@ -8,7 +8,7 @@
 * A queue holding jobs under limits or partitions (a lane above 0) takes nothing in the
   pipeline, which reports it; the flow claim serves it (``store/flow.py``): as a transaction of its
   own (``flow_claim.claim_flow_alone``; the next claim starts with it while the queue keeps such
-  jobs), or on the exact path (``flow_claim.claim_flow``).
+  jobs: ``flow_claim.flowing``), or on the exact path (``flow_claim.claim_flow``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ...core.outcomes import ClaimedJob
 from ...core.states import HistoryPolicy
 from .._tx import atomic_retrying, retrying
 from ..claims import QueueOptions, queue_gates, within_gate
+from . import flow_claim
 from .claimed import claimed_jobs
 from .connection import fetch_bound, own_transaction, pipelined_transaction
 from .flow import flow_queues
@@ -46,12 +47,6 @@ PIPELINED_OPEN = statement("PIPELINED_OPEN")
 
 class PostgresClaims:
     """PostgreSQL's path of ``backends.Claims``."""
-
-    def __init__(self) -> None:
-        #: ``(database, queue)`` pairs whose last claim found jobs under flow control: a claim that
-        #: is its own transaction starts such a queue with the flow claim rather than the pipelined
-        #: one. Only a hint of the path: the flow claim reads whether the queue still has such jobs.
-        self._flowing: set[tuple[str, str]] = set()
 
     def claim(
         self,
@@ -106,10 +101,10 @@ class PostgresClaims:
         queues = served
         while queues and len(head) < limit:
             queue, params = queues[0], params_for(limit - len(head))
-            if (using, queue) in self._flowing:
+            if (using, queue) in flow_claim.flowing:
                 done = retrying(functools.partial(claim_flow_alone, using, queue, params))
                 if done is None or not done[1]:  # gated (exact path), or no flow jobs left
-                    self._flowing.discard((using, queue))
+                    flow_claim.flowing.discard((using, queue))
                 if done is None:
                     return queues, head
                 head += done[0]
@@ -117,7 +112,7 @@ class PostgresClaims:
                 continue
             got, stop, flowing = retrying(functools.partial(_claim_pipelined, using, queues, params))
             head += got
-            self._flowing.update((using, q) for q in flowing)
+            flow_claim.flowing.update((using, q) for q in flowing)
             if stop is None:
                 return [], head
             queues = queues[stop:]

@@ -29,6 +29,17 @@ AHEAD_LANES = 4
 #: The lanes above 0 the last flow claim of each ``(database, queue)`` admitted: the next one reads
 #: them ahead, so that a claim whose lanes keep their room takes two round trips, not three.
 _admitted: dict[tuple[str, str], list[int]] = {}
+#: ``(database, queue)`` pairs whose last claim found jobs under flow control: a claim that is its
+#: own transaction starts such a queue with :func:`claim_flow_alone` rather than the pipelined
+#: claim. Only a hint of the path: the flow claim reads whether the queue still has such jobs.
+flowing: set[tuple[str, str]] = set()
+
+
+def forget_paths() -> None:
+    """Drop every hint (:data:`flowing`, the lanes read ahead): the next claims find their path
+    afresh, as a new process's do."""
+    flowing.clear()
+    _admitted.clear()
 
 
 def claim_flow(using: str, queue: str, params: dict[str, Any]) -> list[ClaimedJob]:
