@@ -7,7 +7,8 @@ observer's own), each within ``OBSERVER_TIMEOUT`` (30 s; an observer that overru
 running in the background and counts as failed). A failed delivery is retried by
 ``OBSERVER_RETRY`` (or dead-lettered at its ceiling) and the rest of the batch waits behind it:
 their attempts are given back. After a round with work it goes again at once; otherwise it
-waits ``POLL_INTERVAL``.
+waits ``POLL_INTERVAL``, or less when a failed delivery's retry comes sooner (:func:`idle_wait`):
+an observer's retry is due after its backoff, not after the next poll.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ logger = logging.getLogger("backwave_django.worker")
 DELIVERY_BATCH = 256
 
 
+def idle_wait(poll_seconds: float, next_retry: datetime | None, now: datetime) -> float:
+    """How long the pump waits after a round that found nothing to deliver: the poll interval, or
+    until the earliest retry of a delivery that failed (``next_retry``), whichever is sooner."""
+    if next_retry is None:
+        return poll_seconds
+    return min(poll_seconds, max((next_retry - now).total_seconds(), 0.0))
+
+
 def observer_lease(settings: BackWaveSettings) -> timedelta:
     """How long a claim holds an observer: the worker's ``LEASE_DURATION`` plus one delivery's
     ``OBSERVER_TIMEOUT``. A batch starts no call after half the lease duration has passed, and a
@@ -59,6 +68,8 @@ class ObserverPump:
         self.faults = FaultBackoff()
         self.delivered = 0
         self.callers: dict[str, ObserverCaller] = {}
+        #: The earliest retry instant of a delivery that failed since the pump last waited.
+        self.next_retry: datetime | None = None
 
     def _caller(self, definition: ObserverDefinition) -> ObserverCaller:
         caller = self.callers.get(definition.observer_id)
@@ -93,7 +104,9 @@ class ObserverPump:
                     continue
                 self.faults.succeeded()
                 if not worked:
-                    self.stopping.wait(self.settings.poll_interval.total_seconds())
+                    poll = self.settings.poll_interval.total_seconds()
+                    wait, self.next_retry = idle_wait(poll, self.next_retry, clock.now()), None
+                    self.stopping.wait(wait)
         finally:
             for caller in self.callers.values():
                 caller.close()
@@ -157,6 +170,7 @@ class ObserverPump:
                 )
             else:
                 outcomes.append((delivery.position, ObserverDisposition.RETRY, retry_at))
+                self.next_retry = retry_at if self.next_retry is None else min(self.next_retry, retry_at)
                 logger.warning(
                     "Observer %s failed on %s %s #%d (attempt %d); retry at %s: %s",
                     definition.observer_id,
