@@ -89,7 +89,7 @@ def disable_limits() -> None:
     if counted is None or "bucket_room(" not in inspect.getsource(flow.pick):
         raise SabotageError("store.flow.pick no longer counts the buckets' room with bucket_room")
 
-    def unbounded(using: str, buckets: Sequence[tuple[str, str]], bounds: Any, now: datetime) -> dict[Any, None]:
+    def unbounded(buckets: Sequence[tuple[str, str]], bounds: Any, usage: Any) -> dict[Any, None]:
         return dict.fromkeys(buckets)
 
     setattr(flow, "bucket_room", unbounded)  # noqa: B010  (a name the module imports, not one it exports)
