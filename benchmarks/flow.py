@@ -3,7 +3,8 @@ and how much of a binding rate it uses.
 
 - **Reference and non-binding limit.** One worker process (``--burst``) drains ``n`` noops, against
   the same number of noops under a concurrency limit of 10,000 (checked on every claim, never
-  binding), alternating twice; the better run of each counts. Both workers load the same jobs
+  binding), alternating :data:`ROUNDS` times; the best run of each counts (this machine's
+  run-to-run noise is larger than the difference measured). Both workers load the same jobs
   (benchmarks/flow_jobs.py), so the only difference is the limit.
 - **Binding rate.** One worker drains noops under a rate of 200 per second, plenty of them due from
   the start. The claims' own log entries say how much of the rate was used: over every whole period
@@ -27,6 +28,8 @@ from .measures import Context, _rate, _terminal_span
 #: Set in the flow step's workers' environment: they load benchmarks/flow_jobs.py (which is
 #: imported here only when the step runs, so importing this module declares no limit).
 FLOW_ENV = "BACKWAVE_BENCH_FLOW"
+#: How many times the reference and the non-binding drains alternate (the best of each counts).
+ROUNDS = 3
 #: Seconds of claims the binding-rate run asks for (half that with ``--quick``'s smaller n).
 PACED_SECONDS = 10
 
@@ -123,7 +126,7 @@ def flow(ctx: Context) -> dict[str, Any]:
     from .jobs import noop
 
     runs: dict[str, list[dict[str, Any]]] = {"plain": [], "loose": []}
-    for _ in range(2):
+    for _ in range(ROUNDS):
         for name, definition in (("plain", noop), ("loose", loose)):
             reset_tables(ctx.conn)
             runs[name].append(drain(ctx, definition, f"flow-{name}"))

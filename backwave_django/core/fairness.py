@@ -51,6 +51,10 @@ def choose(
     heads = {lane: 0 for lane, jobs in lanes.items() if jobs}
     chosen: list[Candidate] = []
     while heads and len(chosen) < take:
+        if len(heads) == 1:  # one lane left: its rounds are its jobs in order, while they fit
+            ((lane, at),) = heads.items()
+            chosen += _run_of(lanes[lane][at:], keys.get(lane, ()), left, take - len(chosen))
+            break
         top = max(lanes[lane][at].priority for lane, at in heads.items())
         turn = sorted(
             (lane for lane, at in heads.items() if lanes[lane][at].priority == top),
@@ -72,6 +76,24 @@ def choose(
             if heads[lane] == len(lanes[lane]):
                 del heads[lane]
     return chosen
+
+
+def _run_of(
+    jobs: Sequence[Candidate], buckets: LimitKeys, left: dict[Bucket, int | None], most: int
+) -> list[Candidate]:
+    """The first of one lane's ``jobs`` that fit: up to ``most``, and no more than its buckets'
+    room ``left`` (which it uses up)."""
+    fits = most
+    for bucket in buckets:
+        units = left.get(bucket, 0)
+        if units is not None:
+            fits = min(fits, max(units, 0))
+    run = list(jobs[:fits])
+    for bucket in buckets:
+        units = left.get(bucket, 0)
+        if units is not None:
+            left[bucket] = units - len(run)
+    return run
 
 
 def admits(room: Mapping[Bucket, int | None], buckets: LimitKeys) -> bool:

@@ -164,22 +164,23 @@ def bucket_room(buckets: Sequence[Bucket], bounds: Bounds, usage: Usage) -> dict
     return room
 
 
+def counted_limits(bounds: Bounds) -> tuple[set[str], set[str]]:
+    """Which limits in ``bounds`` a claimed job uses a unit of: a slot of each concurrency-bounded
+    one, a start of each rate-bounded one (a limit not in force takes neither)."""
+    slots = {name for name, values in bounds.items() if values is not None and values.concurrency is not None}
+    starts = {name for name, values in bounds.items() if values is not None and values.rate is not None}
+    return slots, starts
+
+
 def usage_rows(
     claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds
 ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str]]]:
-    """What the claimed jobs (``(sequence, buckets)``) use: a slot ``(name, bucket, sequence)`` per
-    concurrency-bounded limit of each job, and a start ``(name, bucket)`` per rate-bounded one."""
-    slots: list[tuple[str, str, int]] = []
-    starts: list[tuple[str, str]] = []
-    for sequence, keys in claimed:
-        for name, bucket in keys:
-            values = bounds.get(name)
-            if values is None:
-                continue
-            if values.concurrency is not None:
-                slots.append((name, bucket, sequence))
-            if values.rate is not None:
-                starts.append((name, bucket))
+    """What the claimed jobs (``(sequence, buckets)``) use (:func:`counted_limits`): a slot
+    ``(name, bucket, sequence)`` per concurrency-bounded limit of each job, and a start
+    ``(name, bucket)`` per rate-bounded one."""
+    slot_limits, start_limits = counted_limits(bounds)
+    slots = [(name, bucket, sequence) for sequence, keys in claimed for name, bucket in keys if name in slot_limits]
+    starts = [(name, bucket) for _, keys in claimed for name, bucket in keys if name in start_limits]
     return slots, starts
 
 

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from ...core.fairness import Candidate
-from ...core.limits import CLOCK_MARGIN_SECONDS, PLAIN_LANE, LimitKeys, stored_limit_keys
+from ...core.limits import CLOCK_MARGIN_SECONDS, PLAIN_LANE, stored_limit_keys
 from ..flow import Survey
-from ..limits import DEFAULT_PERIOD, Bounds, SettingsRow, Usage, settings_in_force, usage_rows
+from ..limits import DEFAULT_PERIOD, Bounds, SettingsRow, Usage, counted_limits, settings_in_force
 from .connection import Pipelined, fetch_bound, pipelined_transaction
 from .statements import statement
 
@@ -93,15 +93,14 @@ class PostgresFlowReads:
         return _candidates(rows)
 
 
-def lease_params(claimed: Sequence[tuple[int, LimitKeys]], bounds: Bounds) -> dict[str, Any]:
-    """:data:`FLOW_LEASE`'s parameters for the use of the claimed jobs (``store.limits.usage_rows``)."""
-    slots, starts = usage_rows(claimed, bounds)
+def lease_params(bounds: Bounds) -> dict[str, Any]:
+    """:data:`FLOW_LEASE`'s parameters for the use of the jobs it leases: the limits whose buckets
+    take a slot and a start of each job (``store.limits.counted_limits``; the statement reads the
+    jobs' buckets itself)."""
+    slot_limits, start_limits = counted_limits(bounds)
     return {
-        "slot_names": [name for name, _, _ in slots],
-        "slot_buckets": [bucket for _, bucket, _ in slots],
-        "slot_jobs": [sequence for _, _, sequence in slots],
-        "start_names": [name for name, _ in starts],
-        "start_buckets": [bucket for _, bucket in starts],
+        "slot_limits": sorted(slot_limits),
+        "start_limits": sorted(start_limits),
         "margin": float(CLOCK_MARGIN_SECONDS),
         "default_period": DEFAULT_PERIOD,
     }

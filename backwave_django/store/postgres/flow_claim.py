@@ -79,5 +79,4 @@ def claim_flow_alone(using: str, queue: str, params: dict[str, Any]) -> tuple[li
 
 
 def _lease(params: dict[str, Any], picked: Picked[int]) -> dict[str, Any]:
-    used = lease_params([(c.sequence, keys) for c, _, keys in picked.jobs], picked.bounds)
-    return {**params, **used, "picked": [sequence for _, sequence, _ in picked.jobs]}
+    return {**params, **lease_params(picked.bounds), "picked": [sequence for _, sequence, _ in picked.jobs]}

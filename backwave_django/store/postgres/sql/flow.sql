@@ -107,9 +107,9 @@ CROSS JOIN LATERAL (
 -- name: FLOW_LEASE
 -- Lease the jobs the flow claim chose (%(picked)s, sequences, in the order taken), exactly as
 -- CLAIM leases its own: log the claims, trim logs over the cap, and return the claimed jobs with
--- their tags, in the order taken. And record what they use (store/limits.py, usage_rows): a slot
--- row per job and concurrency-bounded limit (%(slot_names)s, %(slot_buckets)s, %(slot_jobs)s), a
--- start row per job and rate-bounded limit (%(start_names)s, %(start_buckets)s), and drop those
+-- their tags, in the order taken. And record what they use (store/limits.py, counted_limits): a
+-- slot row per leased job and bucket of a limit in %(slot_limits)s (concurrency-bounded), a start
+-- row per leased job and bucket of a limit in %(start_limits)s (rate-bounded), and drop those
 -- buckets' starts that no window can count any more: older than the longest period any limit has
 -- (%(default_period)s seconds when none is stored) and %(margin)s seconds.
 WITH leased AS (
@@ -119,7 +119,7 @@ WITH leased AS (
     WHERE j.sequence = ANY(%(picked)s::bigint[]) AND j.state = {SCHEDULED}
     RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time,
               j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout,
-              j.trace_context
+              j.trace_context, j.limit_keys
 ), logged AS (
     INSERT INTO {transitions} (job_id, ordinal, recorded_at, state, attempt, failure_detail, actor)
     SELECT sequence, ordinal, %(now)s, {LEASED}, attempt, NULL, %(worker)s FROM leased WHERE %(history)s
@@ -128,19 +128,18 @@ WITH leased AS (
     USING (SELECT sequence, ordinal FROM leased WHERE ordinal >= %(cap)s) AS l
     WHERE %(history)s AND t.job_id = l.sequence AND t.ordinal <= l.ordinal - %(cap)s
       AND t.job_id = ANY(ARRAY(SELECT sequence FROM leased WHERE ordinal >= %(cap)s))
+), used AS MATERIALIZED (
+    SELECT l.sequence AS job, k->>0 AS name, k->>1 AS bucket
+    FROM leased AS l CROSS JOIN LATERAL jsonb_array_elements(l.limit_keys) AS k
 ), slots AS (
     INSERT INTO {limit_leases} (name, bucket, job, acquired_at)
-    SELECT s.name, s.bucket, s.job, %(now)s
-    FROM unnest(%(slot_names)s::text[], %(slot_buckets)s::text[], %(slot_jobs)s::bigint[]) AS s (name, bucket, job)
-    WHERE s.job IN (SELECT sequence FROM leased)
+    SELECT name, bucket, job, %(now)s FROM used WHERE name = ANY(%(slot_limits)s::text[])
 ), starts AS (
     INSERT INTO {limit_starts} (name, bucket, started_at)
-    SELECT s.name, s.bucket, %(now)s
-    FROM unnest(%(start_names)s::text[], %(start_buckets)s::text[]) AS s (name, bucket)
+    SELECT name, bucket, %(now)s FROM used WHERE name = ANY(%(start_limits)s::text[])
 ), expired AS (
     DELETE FROM {limit_starts} AS t
-    USING (SELECT DISTINCT name, bucket FROM unnest(%(start_names)s::text[], %(start_buckets)s::text[])
-           AS s (name, bucket)) AS b
+    USING (SELECT DISTINCT name, bucket FROM used WHERE name = ANY(%(start_limits)s::text[])) AS b
     WHERE t.name = b.name AND t.bucket = b.bucket
       AND t.started_at <= %(now)s - make_interval(secs => %(margin)s + (
           SELECT coalesce(greatest(max(declared_period), max(override_period)), %(default_period)s)
