@@ -179,7 +179,9 @@ def usage_rows(
     ``(name, bucket, sequence)`` per concurrency-bounded limit of each job, and a start
     ``(name, bucket)`` per rate-bounded one."""
     slot_limits, start_limits = counted_limits(bounds)
-    slots = [(name, bucket, sequence) for sequence, keys in claimed for name, bucket in keys if name in slot_limits]
+    slots = [
+        (name, bucket, sequence) for sequence, keys in claimed for name, bucket in keys if name in slot_limits
+    ]
     starts = [(name, bucket) for _, keys in claimed for name, bucket in keys if name in start_limits]
     return slots, starts
 

@@ -1,14 +1,15 @@
 """The flow claim as a transaction of its own on PostgreSQL (store/postgres/flow_claim.py): the
 worker's case. Its first claim of a queue under flow control finds it through the pipelined claim;
-later claims start with the flow claim: ``BEGIN``, the queue's lock, the buckets' locks and use
-and the plain jobs (with the lanes the last claim admitted, read ahead) in one round trip, then the
-lease and ``COMMIT`` in a second. These tests run outside any transaction (``transaction=True``),
+later claims start with the flow claim, one pipeline whose Sync ends its transaction: the queue's
+lock, the buckets' locks and use and the plain jobs (with the lanes the last claim admitted, read
+ahead) in one round trip, their results flushed back, then the lease and the Sync in a second. These tests run outside any transaction (``transaction=True``),
 so the store takes that path; ``test_flow_claim.py`` covers the same rules inside a caller's
 transaction (the exact path).
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,6 +55,24 @@ def _statements(call: Callable[[], Any]) -> tuple[Any, list[str]]:
     return result, seen
 
 
+@contextlib.contextmanager
+def _syncs() -> Iterator[list[int]]:
+    """How many pipelines the connection opened in the block (each ends with one Sync)."""
+    raw = type(connection.connection)
+    opened = [0]
+    original = raw.pipeline
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        opened[0] += 1
+        return original(self, *args, **kwargs)
+
+    raw.pipeline = counted
+    try:
+        yield opened
+    finally:
+        raw.pipeline = original
+
+
 def _idle() -> bool:
     return bool(connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE)
 
@@ -68,14 +87,18 @@ def test_after_the_first_claim_a_flow_queue_is_claimed_in_two_round_trips() -> N
     first, statements = _statements(lambda: _claim(["f"], max_jobs=2))
     assert first == jobs[:2]
     assert _count(statements, "WITH RECURSIVE gate") == 1  # the pipelined claim found the queue
-    assert _count(statements, "SELECT set_config") == 2  # ... and the flow claim served it
-    second, statements = _statements(lambda: _claim(["f"], max_jobs=2))
+    assert _count(statements, "WITH lanes AS MATERIALIZED") == 2  # ... and the flow claim served it
+    with _syncs() as syncs:
+        second, statements = _statements(lambda: _claim(["f"], max_jobs=2))
     assert second == jobs[2:]
     assert _count(statements, "WITH RECURSIVE gate") == 0  # straight to the flow claim
-    # The admitted lane was read ahead with the plain jobs: one fetch, no second one.
-    assert _count(statements, "SELECT w.lane") == 1
-    assert statements[0] == "BEGIN"
-    assert statements[-1] == "COMMIT"
+    # The admitted lane was read ahead with the plain jobs, in the use statement: no fetch of its own.
+    assert _count(statements, "SELECT w.lane") == 0
+    # One transaction, ended by the pipeline's one Sync: no BEGIN, no COMMIT; the locks, then the
+    # use with the jobs, then the lease.
+    assert len(statements) == 3
+    assert statements[-1].startswith("WITH leased AS")
+    assert syncs == [1]
     assert _idle()
     assert LimitLease.objects.count() == 4
 

@@ -117,8 +117,12 @@ def _index_names(node: dict[str, Any]) -> set[str]:
 def test_the_lanes_are_found_without_reading_the_held_jobs(saturated: Scene) -> None:
     for name, sql, params in (
         ("FLOW_LANES", flow.FLOW_LANES, {"queue": saturated.flow}),
-        ("FLOW_LOCK", flow.FLOW_LOCK, {"queue": saturated.flow}),
-        ("FLOW_USAGE", flow.FLOW_USAGE, {"queue": saturated.flow, "now": T0, "default_period": 1.0}),
+        ("FLOW_LOCK", flow.FLOW_LOCK, {"queue": saturated.flow, "queue_keys": [1], "own": True}),
+        (
+            "FLOW_USAGE",
+            flow.FLOW_USAGE,
+            {"queue": saturated.flow, "now": T0, "default_period": 1.0, "lanes": [0], "takes": [PLAIN]},
+        ),
     ):
         touched, indexes = _run(sql, params)
         assert CLAIM_INDEX in indexes, (name, indexes)

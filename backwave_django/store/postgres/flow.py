@@ -1,8 +1,8 @@
 """PostgreSQL's side of the flow claim (``store/flow.py``; statements in ``sql/flow.sql``): the
-survey in one round trip (:data:`FLOW_LOCK`, :data:`FLOW_USAGE` and the plain jobs' :data:`FLOW_FETCH`,
-pipelined), every admitted lane's jobs in one :data:`FLOW_FETCH`, and the lease of the chosen ones
-by :data:`FLOW_LEASE`, which writes them as ``CLAIM`` writes its own and records their slots and
-starts."""
+survey in one round trip (:data:`FLOW_LOCK`, then :data:`FLOW_USAGE` with the plain jobs and the
+lanes read ahead, pipelined), every other admitted lane's jobs in one :data:`FLOW_FETCH`, and the
+lease of the chosen ones by :data:`FLOW_LEASE`, which writes them as ``CLAIM`` writes its own and
+records their slots and starts."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from .connection import Pipelined, fetch_bound, pipelined_transaction
 from .statements import statement
 
 FLOW_LANES = statement("FLOW_LANES")
-FLOW_OPEN = statement("FLOW_OPEN")
 FLOW_LOCK = statement("FLOW_LOCK")
 FLOW_USAGE = statement("FLOW_USAGE")
 FLOW_FETCH = statement("FLOW_FETCH")
@@ -35,7 +34,7 @@ class PostgresFlowReads:
     (store/postgres/flow_claim.py), after which :meth:`survey` reads what came back."""
 
     def __init__(self, *, ungated_only: bool = False, ahead: Sequence[int] = ()) -> None:
-        self._sent: tuple[Any, Any, Any] | None = None
+        self._sent: tuple[Any, Any] | None = None
         #: Whether the queue's settings do not matter (the caller gated the claim: the exact path)
         #: or a queue paused or limited is to be reported in :attr:`gated` and left alone.
         self._ungated_only = ungated_only
@@ -49,12 +48,17 @@ class PostgresFlowReads:
         #: Whether the last survey found lanes above 0.
         self.had_lanes = False
 
-    def send_survey(self, tx: Pipelined, queue: str, take: int, now: datetime) -> None:
-        """Send the survey's statements on ``tx``'s cursors, inside the caller's ``round_trip()``."""
-        locking, counting, plain = self._sent = (tx.cursor(), tx.cursor(), tx.cursor())
-        locking.execute(FLOW_LOCK, {"queue": queue})
-        counting.execute(FLOW_USAGE, {"queue": queue, "now": now, "default_period": DEFAULT_PERIOD})
-        plain.execute(FLOW_FETCH, _fetch_params(queue, dict.fromkeys([PLAIN_LANE, *self._ahead], take), now))
+    def send_survey(
+        self, tx: Pipelined, queue: str, take: int, now: datetime, *, queue_keys: Sequence[int] = ()
+    ) -> None:
+        """Send the survey's statements on ``tx``'s cursors, inside the caller's ``round_trip()``.
+        With ``queue_keys`` (a flow claim that is its own transaction) :data:`FLOW_LOCK` also
+        takes those queue locks first, and sets the transaction's asynchronous commit and generic
+        plan."""
+        locking, counting = self._sent = (tx.cursor(), tx.cursor())
+        locking.execute(FLOW_LOCK, {"queue": queue, "queue_keys": list(queue_keys), "own": bool(queue_keys)})
+        takes = dict.fromkeys([PLAIN_LANE, *self._ahead], take)
+        counting.execute(FLOW_USAGE, {**_fetch_params(queue, takes, now), "default_period": DEFAULT_PERIOD})
 
     def survey(self, using: str, queue: str, take: int, now: datetime) -> Survey[int]:
         if self._sent is None:
@@ -66,14 +70,13 @@ class PostgresFlowReads:
 
     def _read_survey(self) -> Survey[int]:
         assert self._sent is not None
-        locking, counting, plain = self._sent
+        locking, counting = self._sent
         self._sent = None
-        locked = set(locking.fetchone()[0])
-        lanes_json, used_json, gated = counting.fetchone()
+        locked = set(locking.fetchone()[3])
+        lanes_json, used_json, gated, fetched_json = counting.fetchone()
         self.gated = gated and self._ungated_only
         self.had_lanes = bool(lanes_json)
         if self.gated:
-            plain.fetchall()
             return Survey([], {}, {}, {})
         lanes = [(lane, stored_limit_keys(keys)) for lane, keys in lanes_json or () if lane in locked]
         bounds: Bounds = {}
@@ -84,7 +87,11 @@ class PostgresFlowReads:
                 values, overriding = settings_in_force(cast(SettingsRow, tuple(settings)))
             bounds[name] = values
             usage[(name, bucket)] = (leased, by_override if overriding else by_declared)
-        return Survey(lanes, bounds, usage, _candidates(plain.fetchall()))
+        fetched = [
+            (lane, sequence, priority, datetime.fromisoformat(due))
+            for lane, sequence, priority, due in fetched_json or ()
+        ]
+        return Survey(lanes, bounds, usage, _candidates(fetched))
 
     def fetch(
         self, using: str, queue: str, takes: Mapping[int, int], now: datetime
@@ -110,7 +117,7 @@ def _fetch_params(queue: str, takes: Mapping[int, int], now: datetime) -> dict[s
     return {"queue": queue, "lanes": list(takes), "takes": list(takes.values()), "now": now}
 
 
-def _candidates(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[Candidate, int]]]:
+def _candidates(rows: Sequence[tuple[Any, ...]]) -> dict[int, list[tuple[Candidate, int]]]:
     found: dict[int, list[tuple[Candidate, int]]] = {}
     for lane, sequence, priority, due in rows:
         found.setdefault(lane, []).append((Candidate(sequence, priority, due, lane), sequence))

@@ -1,15 +1,18 @@
 """The flow claim on PostgreSQL (``store/flow.py`` says how it chooses; docs/store.md, "The flow
 claim"): in the caller's transaction (:func:`claim_flow`, the exact path), or as a transaction of
-its own in two or three round trips (:func:`claim_flow_alone`, the worker's case):
+its own in two or three round trips (:func:`claim_flow_alone`, the worker's case), all in one
+pipeline whose Sync ends the transaction (no ``BEGIN`` or ``COMMIT``, as in the pipelined claim):
 
-1. ``BEGIN``, :data:`FLOW_OPEN` (the asynchronous commit, the generic plan, the queue's shared
-   lock) and the survey (:meth:`PostgresFlowReads.send_survey`: the buckets' locks, their use, the
-   plain jobs), pipelined;
+1. the survey (:meth:`PostgresFlowReads.send_survey`: the asynchronous commit, the generic plan,
+   the queue's shared lock and the buckets' locks in one statement, then their use with the plain
+   jobs and the lanes read ahead), whose results are read with a flush, not a Sync, so the
+   transaction goes on;
 2. the jobs of the lanes with room that were not read ahead with the plain ones (the lanes the
    queue's last claim admitted are: :data:`AHEAD_LANES`), if any (one :data:`FLOW_FETCH`);
-3. :data:`FLOW_LEASE` (the lease, its log, the slots and starts) and ``COMMIT``, pipelined.
+3. :data:`FLOW_LEASE` (the lease, its log, the slots and starts) and the Sync, which commits.
 
-A queue that turns out paused or limited is rolled back and left to the exact path (``None``).
+A queue that turns out paused or limited is left to the exact path (``None``): its claim only
+read and locked, and the Sync ends it having changed nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ...core.outcomes import ClaimedJob
 from ..flow import Picked, pick
 from .claimed import claimed_jobs
 from .connection import fetch_bound, pipelined_transaction
-from .flow import FLOW_LEASE, FLOW_OPEN, PostgresFlowReads, lease_params
+from .flow import FLOW_LEASE, PostgresFlowReads, lease_params
 from .queues import queue_keys
 
 #: The most lanes a flow claim reads ahead (their jobs with the plain ones, before their room is
@@ -59,21 +62,18 @@ def claim_flow_alone(using: str, queue: str, params: dict[str, Any]) -> tuple[li
     take, now = params["take"], params["now"]
     reads = PostgresFlowReads(ungated_only=True, ahead=_admitted.get((using, queue), ())[:AHEAD_LANES])
     with pipelined_transaction(using, jobs=take) as tx:
-        opening, leasing = tx.cursor(), tx.cursor()
+        leasing = tx.cursor()
+        # One transaction: the statements before the block's Sync. Reading the survey's results
+        # inside the block asks the server to flush them (no Sync), so the choice is made with
+        # the buckets' locks held, and the lease follows in the same transaction.
         with tx.round_trip():
-            tx.begin()
-            opening.execute(FLOW_OPEN, {"queue_keys": queue_keys([queue])})
-            reads.send_survey(tx, queue, take, now)
-        picked = pick(reads, using, queue, take, now)
+            reads.send_survey(tx, queue, take, now, queue_keys=queue_keys([queue]))
+            picked = pick(reads, using, queue, take, now)
+            if picked.jobs and not reads.gated:
+                leasing.execute(FLOW_LEASE, _lease(params, picked))
         _admitted[(using, queue)] = picked.admitted
         if reads.gated:
-            with tx.round_trip():
-                tx.rollback()
-            return None
-        with tx.round_trip():
-            if picked.jobs:
-                leasing.execute(FLOW_LEASE, _lease(params, picked))
-            tx.commit()
+            return None  # it only read and locked: its Sync ended it, having changed nothing
         rows = leasing.fetchall() if picked.jobs else []
     return claimed_jobs(rows, params["worker"], params["expiry"]), reads.had_lanes
 

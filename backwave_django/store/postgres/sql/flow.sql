@@ -22,27 +22,27 @@ WITH RECURSIVE lanes AS (
 )
 SELECT lane, limit_keys FROM lanes
 
--- name: FLOW_OPEN
--- The first statement of a flow claim that is its own transaction (store/postgres/flow_claim.py):
--- the asynchronous commit, the generic plan and the queue's shared lock, as PIPELINED_OPEN sets and
--- takes them (sql/claims.sql). Whether the queue is paused or limited is read after the lock, by
--- FLOW_USAGE.
-SELECT set_config('synchronous_commit', 'off', true),
-       set_config('plan_cache_mode', 'force_generic_plan', true),
-       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
-        FROM unnest(%(queue_keys)s::int[]) AS key)
-
 -- name: FLOW_LOCK
--- Take the advisory locks of the buckets of %(queue)s's lanes above 0 (FLOW_LANES), in the order
--- of their keys (PostgreSQL's hashtext of the limit name and the bucket), exclusive until the
--- transaction ends; returns the lanes whose buckets are now locked. A statement of its own, before
--- FLOW_USAGE, so that the counts' snapshot follows the locks.
+-- Take, in this order (a select list is evaluated in order, and its subqueries when reached): the
+-- shared locks of %(queue_keys)s (a flow claim that is its own transaction takes its queue's here,
+-- as PIPELINED_OPEN does in sql/claims.sql; on the exact path the caller took them before and
+-- passes none), then the advisory locks of the buckets of %(queue)s's lanes above 0 (FLOW_LANES),
+-- in the order of their keys (PostgreSQL's hashtext of the limit name and the bucket), exclusive
+-- until the transaction ends. With %(own)s (a transaction of its own) it first sets the
+-- asynchronous commit and the generic plan for the rest of the transaction, as PIPELINED_OPEN does;
+-- otherwise it leaves the caller's settings alone. Returns the lanes whose buckets are now locked
+-- (the fourth column). A statement of its own, before FLOW_USAGE, so that the counts' snapshot
+-- follows the locks.
 WITH lanes AS MATERIALIZED ({FLOW_LANES}),
 keys AS (
     SELECT DISTINCT hashtext((k->>0) || chr(31) || (k->>1)) AS key
     FROM lanes CROSS JOIN LATERAL jsonb_array_elements(lanes.limit_keys) AS k
 )
-SELECT ARRAY(SELECT lane FROM lanes),
+SELECT CASE WHEN %(own)s THEN set_config('synchronous_commit', 'off', true) END,
+       CASE WHEN %(own)s THEN set_config('plan_cache_mode', 'force_generic_plan', true) END,
+       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+        FROM unnest(%(queue_keys)s::int[]) AS key),
+       ARRAY(SELECT lane FROM lanes),
        (SELECT count(pg_advisory_xact_lock({LIMIT_LOCK_CLASS}, s.key))
         FROM (SELECT key FROM keys ORDER BY key) AS s)
 
@@ -54,7 +54,9 @@ SELECT ARRAY(SELECT lane FROM lanes),
 -- override's (only for a limit with a rate bound; the caller takes the count of the bounds in
 -- force). A period that is not stored counts as %(default_period)s seconds. And whether the queue
 -- is paused or has a concurrency limit (a flow claim that is its own transaction leaves such a
--- queue to the exact path: store/postgres/flow_claim.py). One row.
+-- queue to the exact path: store/postgres/flow_claim.py). And the first due jobs of the lanes
+-- %(lanes)s, up to %(takes)s each (FLOW_FETCH: the plain lane's, and those of the lanes read
+-- ahead), locked, as [lane, sequence, priority, due time] in claim order within each lane. One row.
 WITH lanes AS MATERIALIZED ({FLOW_LANES}),
 buckets AS (
     SELECT DISTINCT k->>0 AS name, k->>1 AS bucket
@@ -88,7 +90,10 @@ used AS (
 )
 SELECT (SELECT json_agg(json_build_array(lane, limit_keys)) FROM lanes),
        (SELECT json_agg(json_build_array(name, bucket, settings, leased, declared, override)) FROM used),
-       EXISTS (SELECT FROM {queues} WHERE queue = %(queue)s AND (paused OR concurrency_limit IS NOT NULL))
+       EXISTS (SELECT FROM {queues} WHERE queue = %(queue)s AND (paused OR concurrency_limit IS NOT NULL)),
+       (SELECT json_agg(json_build_array(f.lane, f.sequence, f.priority, f.due_time)
+                        ORDER BY f.lane, f.priority DESC, f.due_time, f.sequence)
+        FROM ({FLOW_FETCH}) AS f)
 
 -- name: FLOW_FETCH
 -- Up to %(takes)s[i] due jobs of each lane %(lanes)s[i] of %(queue)s (0 for the plain jobs) in claim
@@ -105,8 +110,10 @@ CROSS JOIN LATERAL (
 ) AS j
 
 -- name: FLOW_LEASE
--- Lease the jobs the flow claim chose (%(picked)s, sequences, in the order taken), exactly as
--- CLAIM leases its own: log the claims, trim logs over the cap, and return the claimed jobs with
+-- Lease the jobs the flow claim chose (%(picked)s, sequences, in the order taken; Scheduled rows
+-- FLOW_FETCH locked in this transaction, so the update reads them by primary key alone: a test of
+-- their state would let the planner read them through the claim index, every Scheduled job of the
+-- table, when its statistics are stale), exactly as CLAIM leases its own: log the claims, trim logs over the cap, and return the claimed jobs with
 -- their tags, in the order taken. And record what they use (store/limits.py, counted_limits): a
 -- slot row per leased job and bucket of a limit in %(slot_limits)s (concurrency-bounded), a start
 -- row per leased job and bucket of a limit in %(start_limits)s (rate-bounded), and drop those
@@ -116,7 +123,7 @@ WITH leased AS (
     UPDATE {jobs} AS j
     SET state = {LEASED}, attempt = j.attempt + 1, lease_owner = %(worker)s, lease_expiry = %(expiry)s,
         next_ordinal = j.next_ordinal + 1
-    WHERE j.sequence = ANY(%(picked)s::bigint[]) AND j.state = {SCHEDULED}
+    WHERE j.sequence = ANY(%(picked)s::bigint[])
     RETURNING j.sequence, j.job_id, j.wire_name, j.queue, j.payload, j.attempt, j.due_time,
               j.next_ordinal - 1 AS ordinal, j.cancel_requested, j.max_attempts, j.backoff, j.timeout,
               j.trace_context, j.limit_keys
