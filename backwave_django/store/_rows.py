@@ -32,6 +32,7 @@ from ..core.encoding import truncate_utf8
 from ..core.states import DependencyMode, HistoryPolicy, JobState
 from ..core.tags import TagPair
 from ..models import JobDependency, JobRecord, JobTag, JobTransition
+from ._tx import notify
 
 ROW_FIELDS = (
     "sequence",
@@ -96,6 +97,9 @@ class UnitOfWork:
         self.appended: dict[int, int] = {}
         self.transitions: list[JobTransition] = []
         self.tags: list[JobTag] = []
+        #: Queues of rows this operation made claimable at once (Scheduled, due now): their idle
+        #: workers are hinted when it flushes (delivered on commit).
+        self.hinted: set[str] = set()
 
     def set(self, row: Row, **fields: Any) -> None:
         """Record new field values for ``row`` (mirrored onto the in-memory row)."""
@@ -114,8 +118,12 @@ class UnitOfWork:
         failure_detail: str | None = None,
         **fields: Any,
     ) -> None:
-        """Move ``row`` to ``state``, write ``fields`` with it and append one transition-log entry."""
+        """Move ``row`` to ``state``, write ``fields`` with it and append one transition-log entry.
+        A row made Scheduled and due now hints its queue at the flush (a worker that finished the
+        job's parent, or its previous attempt, claims again on that hint, not by guesswork)."""
         self.set(row, state=state, **fields)
+        if state == JobState.SCHEDULED and row.due_time <= self.now:
+            self.hinted.add(row.queue)
         self.appended[row.sequence] = self.appended.get(row.sequence, 0) + 1
         ordinal = row.next_ordinal
         row.next_ordinal += 1
@@ -158,6 +166,9 @@ class UnitOfWork:
             trim_transitions(using, self.transitions, self.settings.max_transitions_per_job)
         if self.tags:
             JobTag.objects.using(using).bulk_create(self.tags, ignore_conflicts=True)
+        for queue in sorted(self.hinted):
+            notify(using, queue)
+        self.hinted.clear()
         self.updates.clear()
         self.appended.clear()
         self.transitions = []

@@ -67,10 +67,15 @@ def atomic_retrying(using: str, body: Callable[[], _T]) -> _T:
 # --- What rides on a transaction ----------------------------------------------------------------
 
 
+def hints_sent(using: str) -> bool:
+    """Whether :func:`notify` sends anything on ``using`` (PostgreSQL only)."""
+    return connections[using].vendor == "postgresql"
+
+
 def notify(using: str, queue: str, *, channel: str = HINT_CHANNEL) -> None:
     """Send a wake-up hint naming ``queue`` (or, on ``CANCEL_CHANNEL``, a job id): PostgreSQL only;
     inside a transaction it is delivered on commit."""
-    if connections[using].vendor == "postgresql":
+    if hints_sent(using):
         notifications.notify(using, queue, channel=channel)
 
 

@@ -29,9 +29,9 @@ from ..core.tags import normalize_tags
 from ..core.validation import require_aware, require_uuid
 from ..database import jobs_database
 from ..exceptions import OutputTooLarge
-from ..models import JobRecord
+from ..models import JobRecord, QueueSettings
 from ._rows import Row, UnitOfWork, cascade, lock_rows
-from ._tx import atomic_retrying
+from ._tx import atomic_retrying, hints_sent, notify
 from .backends import store_backend
 from .limits import free_slots
 
@@ -99,6 +99,7 @@ def report_portable(
     rows = {row.job_id: row for row, _ in locked}
     lanes = {row.sequence: lane for row, (lane,) in locked}
     freed: list[tuple[int, str]] = []
+    released: set[str] = set()
     uow = UnitOfWork(settings, now)
     ended: list[tuple[Row, JobState]] = []
     for report in reports:
@@ -114,6 +115,7 @@ def report_portable(
             results.append(OutcomeResult.STALE_LEASE)
             continue
         new_state = _apply(uow, row, report, now)
+        released.add(row.queue)
         if lanes[row.sequence] != PLAIN_LANE:
             freed.append((row.sequence, row.queue))
         if new_state.is_terminal:
@@ -124,7 +126,18 @@ def report_portable(
     cascade(uow, using, ended)
     uow.flush(using)
     free_slots(using, freed)
+    hint_limited(using, released)
     return results
+
+
+def hint_limited(using: str, queues: set[str]) -> None:
+    """Leases of ``queues`` ended: hint those with a concurrency limit, whose idle workers may now
+    claim what the limit held (PostgreSQL's REPORT does the same in SQL)."""
+    if not queues or not hints_sent(using):
+        return
+    limited = QueueSettings.objects.using(using).filter(queue__in=queues, concurrency_limit__isnull=False)
+    for queue in sorted(limited.values_list("queue", flat=True)):
+        notify(using, queue)
 
 
 def _apply(uow: UnitOfWork, row: Row, report: OutcomeReport, now: datetime) -> JobState:

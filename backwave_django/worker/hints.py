@@ -42,6 +42,10 @@ class HintListener:
         self.wake = wake
         self.cancel = cancel
         self.stopping = threading.Event()
+        #: Whether hints arrive now: listening on a direct connection (not through a pooler, where
+        #: none arrives). While it is false the worker claims again after each outcome batch, as
+        #: it would without hints.
+        self.hearing = False
         self.thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
 
     @staticmethod
@@ -67,7 +71,8 @@ class HintListener:
         while not self.stopping.is_set():
             try:
                 with psycopg.connect(**params, autocommit=True) as connection:
-                    if not warned and announces_other_process(connection):
+                    pooled = announces_other_process(connection)
+                    if not warned and pooled:
                         warned = True
                         logger.warning(
                             "Listening for wake-up hints through a connection pooler (database %r); "
@@ -80,6 +85,7 @@ class HintListener:
                     if self.cancel is not None:
                         connection.execute(f"LISTEN {store.CANCEL_CHANNEL}")
                     logger.debug("Listening for wake-up hints on %s", store.HINT_CHANNEL)
+                    self.hearing = not pooled
                     self.wake()  # anything enqueued while we were not listening
                     while not self.stopping.is_set():
                         for notice in connection.notifies(timeout=1.0):
@@ -89,9 +95,11 @@ class HintListener:
                             elif notice.payload in self.queues:
                                 self.wake()
             except Exception as exc:
+                self.hearing = False
                 if self.stopping.is_set():
-                    return
+                    break
                 logger.warning(
                     "Wake-up hint channel down (%s); reconnecting in %.0f s", exc, RECONNECT_DELAY_SECONDS
                 )
                 self.stopping.wait(RECONNECT_DELAY_SECONDS)
+        self.hearing = False

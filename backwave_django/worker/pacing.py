@@ -10,15 +10,27 @@ waits for the hint a freed slot sends.
 A claim that came back short (fewer jobs than it asked for: every queue it names was out of due
 jobs) is not repeated at once, only after a change: a hint, an outcome batch landing (it may have
 released dependents, and its jobs' leases stop counting against their queues' limits), or the
-timer. A job finishing is not such a change: its lease counts until its outcome is written.
+timer. A job finishing is not such a change: its lease counts until its outcome is written. On
+PostgreSQL the store hints every such change itself (an enqueue, a dependent released, an attempt
+given back due now, a lease of a limited queue or a flow-control slot freed), so a worker that
+hears hints (``waits_for_hints``) waits for one, or the poll interval, after a short claim: at a
+trickle it claims once per job, not once more per outcome batch and once more per linger.
 Repeating the claim at once found nothing, and it delayed the outcomes of the jobs it had just
 handed out by a round trip (docs/worker.md, "What a worker does").
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 #: How long free slots short of a good batch wait before they are claimed anyway.
 CLAIM_LINGER_SECONDS = 0.020
+
+
+class Listening(Protocol):
+    """What the pacing reads of the hint listener."""
+
+    hearing: bool
 
 
 class ClaimPacing:
@@ -34,6 +46,13 @@ class ClaimPacing:
         self.hinted = False
         #: When a rate limit holding back due jobs admits one again (the last claim found nothing).
         self.opens_at: float | None = None
+        #: The worker's hint listener (``worker/hints.py``), once it runs: while it hears the hints
+        #: the store sends for every change that makes a job claimable, and no rate limit (which no
+        #: hint announces) is declared, a short claim waits for a hint or the poll interval, not
+        #: for an outcome batch or a linger (:attr:`waits_for_hints`).
+        self.listener: Listening | None = None
+        #: Whether a flow-control rate limit is declared (set by the pump at registration).
+        self.rates_declared = False
 
     def sending(self, now: float) -> None:
         """A claim is about to be sent."""
@@ -49,8 +68,15 @@ class ClaimPacing:
         self.opens_at = None if opens_in is None else self.last_at + max(opens_in, 0.0)
 
     def changed(self) -> None:
-        """An outcome batch landed: the next claim goes at once."""
-        self.last_short = False
+        """An outcome batch landed: the next claim goes at once (unless the store's hints announce
+        what the batch made claimable: :attr:`waits_for_hints`)."""
+        if not self.waits_for_hints:
+            self.last_short = False
+
+    @property
+    def waits_for_hints(self) -> bool:
+        """See :attr:`listener`."""
+        return self.listener is not None and self.listener.hearing and not self.rates_declared
 
     def due(self, *, free: int, batch: int, running: bool, now: float) -> bool:
         """Whether to claim ``free`` leases now, ``batch`` being a good batch's size."""
@@ -62,7 +88,7 @@ class ClaimPacing:
 
     def next_partial(self) -> float:
         """When a partial batch is claimed anyway."""
-        if not self.last_empty:
+        if not self.last_empty and not (self.last_short and self.waits_for_hints):
             return self.last_at + CLAIM_LINGER_SECONDS
         polled = self.last_at + self.poll_interval
         return polled if self.opens_at is None else min(polled, self.opens_at)

@@ -96,7 +96,6 @@ class Worker:
         self.stop_deadline: float | None = None
         self.signals_received = 0
         self.started_jobs = 0
-        self.rates_declared = False
         self.completed_jobs = 0
         self.faults = WorkerFaults(self.worker_id, give_up_seconds(options.burst, options.give_up_after))
         self.next_heartbeat = 0.0
@@ -216,7 +215,7 @@ class Worker:
         declared = declared_limits()
         store.declare_limits(declared, now=clock.now())
         # Only a rate holds a job until a moment: without one an empty claim asks nothing more.
-        self.rates_declared = any(values.rate is not None for values in declared.values())
+        self.pacing.rates_declared = any(values.rate is not None for values in declared.values())
         return True
 
     def _start(self) -> None:
@@ -234,6 +233,7 @@ class Worker:
                 using=listen, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
             )
             self.hints.start()
+            self.pacing.listener = self.hints
         logger.info(
             "Worker %s started: queues %s, concurrency %d%s",
             self.worker_id,
@@ -516,8 +516,8 @@ class Worker:
                 logger.exception("Writing outcomes failed at shutdown")
 
     def _landed(self, batch: list[Finished], results: list[OutcomeResult]) -> None:
-        """A batch of outcomes is written: log and announce them, and claim again (it may have
-        released dependents, and its jobs' leases no longer count against queue limits)."""
+        """A batch of outcomes is written: log and announce them, and claim again unless the hints
+        announce what it made claimable (``ClaimPacing.changed``)."""
         self.pacing.changed()
         for finished, result in zip(batch, results, strict=True):
             log_outcome(finished, result)
@@ -567,7 +567,7 @@ class Worker:
                 break
         # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
         opens_in = None
-        if not claimed_total and self.rates_declared:
+        if not claimed_total and self.pacing.rates_declared:
             now = clock.now()
             if (opens := store.held_until(queues=self.queues, now=now)) is not None:
                 opens_in = (opens - now).total_seconds()

@@ -15,6 +15,10 @@ def pacing() -> ClaimPacing:
     return ClaimPacing(POLL)
 
 
+class _Hearing:
+    hearing = True
+
+
 def _claimed(pacing: ClaimPacing, got: int, asked: int, at: float = 100.0) -> None:
     pacing.sending(at)
     pacing.answered(got, asked)
@@ -94,3 +98,36 @@ def test_a_claim_that_took_jobs_forgets_the_window(pacing: ClaimPacing) -> None:
     pacing.answered(0, 32, opens_in=0.25)
     _claimed(pacing, got=0, asked=32, at=101.0)
     assert not pacing.due(free=39, batch=BATCH, running=False, now=101.5)
+
+
+def test_a_worker_that_hears_hints_waits_for_one_after_a_short_claim(pacing: ClaimPacing) -> None:
+    """The store hints what an outcome batch makes claimable, so neither the batch landing nor the
+    linger sends a claim after a short one: a hint does, or the poll interval."""
+    pacing.listener = _Hearing()
+    _claimed(pacing, got=1, asked=32)
+    pacing.changed()  # an outcome batch landed
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.0 + CLAIM_LINGER_SECONDS)
+    assert pacing.next_partial() == pytest.approx(100.0 + POLL)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL)
+    pacing.hinted = True
+    assert pacing.due(free=39, batch=BATCH, running=True, now=100.0 + CLAIM_LINGER_SECONDS)
+
+
+def test_a_worker_that_hears_hints_still_lingers_after_a_full_claim(pacing: ClaimPacing) -> None:
+    pacing.listener = _Hearing()
+    _claimed(pacing, got=32, asked=32)
+    assert pacing.next_partial() == pytest.approx(100.0 + CLAIM_LINGER_SECONDS)
+    assert pacing.due(free=BATCH, batch=BATCH, running=True, now=100.0)
+
+
+def test_a_declared_rate_or_a_listener_that_hears_nothing_keeps_the_linger(pacing: ClaimPacing) -> None:
+    pacing.listener = _Hearing()
+    pacing.rates_declared = True  # no hint announces a rate's window sliding
+    _claimed(pacing, got=1, asked=32)
+    assert pacing.next_partial() == pytest.approx(100.0 + CLAIM_LINGER_SECONDS)
+    pacing.rates_declared = False
+    deaf = _Hearing()
+    deaf.hearing = False  # connecting, or behind a pooler
+    pacing.listener = deaf
+    pacing.changed()
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0)

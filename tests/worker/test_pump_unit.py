@@ -315,7 +315,7 @@ def test_an_empty_claim_held_back_by_a_rate_limit_wakes_when_the_window_slides(
     try:
         assert worker._claim() == 0
         assert asked == []  # no rate declared: nothing can be held until a moment, so no question
-        worker.rates_declared = True
+        worker.pacing.rates_declared = True
         assert worker._claim() == 0
         assert asked == [("default",)]
         assert worker.pacing.opens_at is not None

@@ -3,8 +3,8 @@
 -- name: REPORT
 -- Apply a batch of outcomes, each under its fence: lock the reported rows by job_id (the unique
 -- index) in sequence order, judge the fence on the locked, current row version, write the new
--- state, log it, trim logs over the cap, add the attempts' tags and free the ended leases'
--- flow-control slots. The batch travels as one JSON
+-- state, log it, trim logs over the cap, add the attempts' tags, free the ended leases'
+-- flow-control slots and hint the queues whose jobs it made claimable. The batch travels as one JSON
 -- document (%(batch)s; %(tags)s likewise), parsed by jsonb_to_recordset. Each row's target state,
 -- retry time and cause were worked out by core.outcomes.outcome_effect on the client.
 WITH input AS (
@@ -39,7 +39,16 @@ WITH input AS (
     FROM locked AS f
     WHERE j.sequence = f.sequence AND f.fenced_in
     RETURNING j.sequence, j.job_id, j.state, j.attempt, j.next_ordinal - 1 AS ordinal, f.detail, f.worker_id,
-              j.lane, j.queue
+              j.lane, j.queue, j.due_time
+), hinted AS (
+    -- The idle workers of a queue are told (on commit) when this batch made one of its jobs
+    -- claimable at once: an attempt given back due now (a retry or snooze without delay), or any
+    -- lease of a queue with a concurrency limit (it no longer counts against the limit). Read by
+    -- the final SELECT, so that it runs. (Freed flow-control slots hint below.)
+    SELECT pg_notify(%(hint_channel)s, h.queue)
+    FROM (SELECT DISTINCT a.queue FROM applied AS a
+          WHERE (a.state = {SCHEDULED} AND a.due_time <= %(now)s)
+             OR a.queue IN (SELECT s.queue FROM {queues} AS s WHERE s.concurrency_limit IS NOT NULL)) AS h
 ), freed AS (
     -- The lease ended: the job's concurrency slots are free (flow control; docs/store.md, "The flow
     -- claim"), and the idle workers of its queue are told (on commit). Plain jobs (lane 0) have no
@@ -66,6 +75,7 @@ WITH input AS (
     ON CONFLICT (job_id, key, value) DO NOTHING
 )
 SELECT a.job_id, a.sequence, a.state FROM applied AS a
+WHERE (SELECT count(*) FROM hinted) >= 0
 
 -- name: PARENTS_WITH_CHILDREN
 -- Which of the jobs that just ended (%(ended)s, sequences) have waiting children. A statement of

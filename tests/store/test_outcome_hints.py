@@ -1,0 +1,80 @@
+"""An outcome batch hints, on commit, the queues of the jobs it made claimable (PostgreSQL): a
+worker that hears hints waits for one after a short claim instead of claiming again after every
+outcome batch (``worker/pacing.py``), so every way an outcome frees work must say so. Both store
+paths: the pipelined REPORT statement, and the ORM's (which PostgreSQL takes when a job that
+ended has waiting children)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connections
+
+from backwave_django import store
+from backwave_django.core.outcomes import Failure, Snoozed
+from backwave_django.database import listen_database
+
+from ..conftest import T0, enqueue, force_portable, lease, new_job, report
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(params=["pipelined", "portable"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "portable":
+        force_portable(monkeypatch)
+    return str(request.param)
+
+
+@pytest.fixture
+def hints() -> Iterator[Callable[[Callable[[], Any]], list[str]]]:
+    """The hints sent while a call runs (and commits), in order of arrival."""
+    params = connections[listen_database()].get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {store.HINT_CHANNEL}")
+
+        def heard(call: Callable[[], Any]) -> list[str]:
+            list(listener.notifies(timeout=0.05))  # what came before
+            call()
+            return [n.payload for n in listener.notifies(timeout=0.5)]
+
+        yield heard
+
+
+def test_a_success_in_a_queue_without_a_limit_hints_nothing(path: str, hints: Any) -> None:
+    job = enqueue(queue="plain")
+    lease("plain")
+    assert hints(lambda: report(job)) == []
+
+
+def test_an_attempt_given_back_due_now_hints_its_queue_and_one_due_later_does_not(
+    path: str, hints: Any
+) -> None:
+    now_job, later_job = enqueue(queue="snoozing"), enqueue(queue="failing")
+    lease("snoozing")
+    lease("failing")
+    assert hints(lambda: report(now_job, Snoozed(next_due_time=T0))) == ["snoozing"]
+    later = Failure(next_due_time=T0 + timedelta(minutes=5), error="boom")
+    assert hints(lambda: report(later_job, later)) == []
+
+
+def test_a_lease_of_a_queue_with_a_concurrency_limit_hints_its_queue(path: str, hints: Any) -> None:
+    store.set_concurrency_limit("limited", 1, actor="op", now=T0)
+    job = enqueue(queue="limited")
+    lease("limited")
+    assert hints(lambda: report(job)) == ["limited"]
+
+
+def test_a_released_dependent_hints_its_own_queue(path: str, hints: Any) -> None:
+    parent = enqueue(queue="parents")
+    child = new_job(queue="children", parents=[parent])
+    store.enqueue(child, now=T0)
+    lease("parents")
+    assert hints(lambda: report(parent)) == ["children"]
+    assert [c.job_id for c in lease("children")] == [child.job_id]
