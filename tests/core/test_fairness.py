@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings, strategies as st
 
-from backwave_django.core.fairness import Bucket, Candidate, admits, choose
+from backwave_django.core.fairness import Bucket, Candidate, choose
 from backwave_django.core.limits import LimitKeys
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -25,29 +25,25 @@ def model(
     """The rule, one round at a time: the lanes whose next job has the top priority, oldest next
     job first, one job each while its buckets have room."""
     left = dict(room)
-    heads = {lane: 0 for lane, jobs in lanes.items() if jobs}
+    waiting = {lane: list(jobs) for lane, jobs in lanes.items() if jobs}
     chosen: list[Candidate] = []
-    while heads and len(chosen) < take:
-        top = max(lanes[lane][at].priority for lane, at in heads.items())
-        turn = sorted(
-            (lane for lane, at in heads.items() if lanes[lane][at].priority == top),
-            key=lambda lane: (lanes[lane][heads[lane]].due_time, lanes[lane][heads[lane]].sequence),
-        )
-        for lane in turn:
-            if len(chosen) >= take:
-                break
-            if not admits(left, keys.get(lane, ())):
-                del heads[lane]
+
+    def fits(lane: int) -> bool:
+        return all(left.get(b, 0) is None or left.get(b, 0) > 0 for b in keys.get(lane, ()))  # type: ignore[operator]
+
+    while waiting and len(chosen) < take:
+        top = max(jobs[0].priority for jobs in waiting.values())
+        turn = [lane for lane, jobs in waiting.items() if jobs[0].priority == top]
+        turn.sort(key=lambda lane: (waiting[lane][0].due_time, waiting[lane][0].sequence))
+        for lane in turn[: max(take - len(chosen), 0)]:
+            if not fits(lane):
+                del waiting[lane]
                 continue
-            chosen.append(lanes[lane][heads[lane]])
-            for bucket in keys.get(lane, ()):
-                units = left.get(bucket, 0)
-                if units is not None:
-                    left[bucket] = units - 1
-            heads[lane] += 1
-            if heads[lane] == len(lanes[lane]):
-                del heads[lane]
-    return chosen
+            chosen.append(waiting[lane].pop(0))
+            left.update({b: n - 1 for b in keys.get(lane, ()) if (n := left.get(b, 0)) is not None})
+            if not waiting[lane]:
+                del waiting[lane]
+    return chosen[:take]
 
 
 BUCKETS: list[Bucket] = [("a", ""), ("b", "x"), ("b", "y")]
