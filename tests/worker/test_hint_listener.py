@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from backwave_django.database import listen_database
 from backwave_django.store._tx import notify
 from backwave_django.worker.hints import HintListener
 
@@ -26,7 +27,8 @@ def _until(condition: object, seconds: float = 10.0) -> bool:
 
 def test_it_hears_while_listening_and_stops_hearing_when_stopped() -> None:
     woken = threading.Event()
-    listener = HintListener(using="default", queues=["billing"], wake=woken.set)
+    # The alias a worker listens on (a direct one when the default goes through a pooler).
+    listener = HintListener(using=listen_database(), queues=["billing"], wake=woken.set)
     assert not listener.hearing  # not connected yet
     listener.start()
     try:
