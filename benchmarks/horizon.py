@@ -65,6 +65,8 @@ class Sample:
     autovacuums: int
     #: Calls so far per statement (its text, shortened), for the statements behind the count.
     by_statement: dict[str, int] = field(default_factory=dict)
+    #: The server's CPU so far by role (:func:`cpu_by_role`).
+    postgres_cpu_by_role: dict[str, float] = field(default_factory=dict)
 
 
 def phase_plan(phase_s: float, hold_s: float) -> list[tuple[str, float]]:
@@ -93,6 +95,34 @@ def cluster_ticks(stats: Mapping[int, ProcStat], postmaster: int) -> int:
         for pid, stat in stats.items()
         if pid == postmaster or stat.ppid == postmaster
     )
+
+
+#: The application names the load's connections announce (benchmarks/load.py: ``PGAPPNAME``).
+WORKER_APP, PRODUCER_APP = "backwave-worker", "backwave-producer"
+#: The roles the server's CPU is split into, in the report's order.
+ROLES = ("worker", "producer", "autovacuum", "background", "ended", "harness")
+
+
+def role_of(backend_type: str, application_name: str) -> str:
+    """Which role a server process plays: a backend of the worker or of the producer, an
+    autovacuum process, another background process (WAL writer, checkpointer …), or a backend
+    of this harness (its own reads)."""
+    if backend_type == "client backend":
+        return {WORKER_APP: "worker", PRODUCER_APP: "producer"}.get(application_name, "harness")
+    return "autovacuum" if backend_type.startswith("autovacuum") else "background"
+
+
+def cpu_by_role(stats: Mapping[int, ProcStat], postmaster: int, roles: Mapping[int, str]) -> dict[str, int]:
+    """:func:`cluster_ticks` split by role (``roles``: pid → role, from ``pg_stat_activity``): a
+    live process by its role, and the processes that ended (backends, autovacuum workers: their
+    ticks are the postmaster's children's) with the postmaster itself as ``ended``."""
+    ticks = dict.fromkeys(ROLES, 0)
+    for pid, stat in stats.items():
+        if pid == postmaster:
+            ticks["ended"] += stat.ticks + stat.children_ticks
+        elif stat.ppid == postmaster:
+            ticks[roles.get(pid, "background")] += stat.ticks + stat.children_ticks
+    return ticks
 
 
 def group_ticks(stats: Mapping[int, ProcStat], pgrp: int) -> int:
@@ -148,6 +178,14 @@ def phase_figures(
         "postgres_cores": postgres_s / seconds,
         "worker_cores": worker_s / seconds,
         "postgres_cpu_ms_per_job": _per_job(postgres_s * 1000, completed),
+        "postgres_cpu_ms_per_job_by_role": {
+            role: _per_job(
+                (after.postgres_cpu_by_role.get(role, 0.0) - before.postgres_cpu_by_role.get(role, 0.0))
+                * 1000,
+                completed,
+            )
+            for role in ROLES
+        },
         "worker_cpu_ms_per_job": _per_job(worker_s * 1000, completed),
         "statements_per_job": _per_job(after.statements - before.statements, completed),
         "top_statements_per_job": top_statements(before, after, completed),
@@ -186,6 +224,12 @@ _SIZES_SQL = f"""{MARK} SELECT pg_relation_size('{T}'), pg_indexes_size('{T}'),
 
 
 def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> Sample:
+    roles = {
+        int(pid): role_of(str(kind or ""), str(name or ""))
+        for pid, kind, name in conn.execute(
+            f"{MARK} SELECT pid, backend_type, application_name FROM pg_stat_activity"
+        )
+    }
     stats = read_stats()
     tick = os.sysconf("SC_CLK_TCK")
     statements = conn.execute(_STATEMENTS_SQL, [CLAIM_LIKE, f"%{T}%", f"%{MARK}%"]).fetchone()
@@ -208,6 +252,7 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
         dead_tuples=int(sizes[4]),
         autovacuums=int(sizes[5]),
         by_statement=by_statement,
+        postgres_cpu_by_role={role: n / tick for role, n in cpu_by_role(stats, postmaster, roles).items()},
     )
 
 
@@ -359,6 +404,17 @@ FIGURES = (
     ("`noop.enqueue()` p50", "enqueue_p50_ms", ".2f", " ms"),
     ("`noop.enqueue()` p99", "enqueue_p99_ms", ".2f", " ms"),
     ("PostgreSQL CPU per job", "postgres_cpu_ms_per_job", ".2f", " ms"),
+    ("… in the worker's backends", "postgres_cpu_ms_per_job_by_role.worker", ".2f", " ms"),
+    ("… in the producer's backend", "postgres_cpu_ms_per_job_by_role.producer", ".2f", " ms"),
+    ("… in autovacuum", "postgres_cpu_ms_per_job_by_role.autovacuum", ".2f", " ms"),
+    (
+        "… in background processes (WAL writer, checkpointer …)",
+        "postgres_cpu_ms_per_job_by_role.background",
+        ".2f",
+        " ms",
+    ),
+    ("… in processes that ended (and the postmaster)", "postgres_cpu_ms_per_job_by_role.ended", ".2f", " ms"),
+    ("… in this harness's own reads", "postgres_cpu_ms_per_job_by_role.harness", ".2f", " ms"),
     ("PostgreSQL CPU", "postgres_cores", ".2f", " cores"),
     ("Worker CPU per job", "worker_cpu_ms_per_job", ".2f", " ms"),
     ("Statements per job (pg_stat_statements calls)", "statements_per_job", ".1f", ""),
@@ -373,13 +429,21 @@ FIGURES = (
 )
 
 
+def _figure(phase: dict[str, Any], key: str) -> Any:
+    """A phase's figure by key; ``a.b`` reads entry ``b`` of figure ``a``."""
+    value: Any = phase
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def table(result: dict[str, Any]) -> list[dict[str, str]]:
     """One row per figure, one column per phase."""
     rows = []
     for label, key, spec, unit in FIGURES:
         row = {"figure": label}
         for phase in result["phases"]:
-            row[phase["phase"]] = _fmt(phase.get(key), spec, unit)
+            row[phase["phase"]] = _fmt(_figure(phase, key), spec, unit)
         rows.append(row)
     return rows
 

@@ -56,6 +56,7 @@ def produce(port: int, dbname: str, rate: float, seconds: float, timings: str) -
     on schedule: a late enqueue is followed at once by the next one due. At the end, writes each
     enqueue's wall-clock start and its duration in ms to ``timings``, a line each."""
     os.environ.update(pg_env(port, dbname))
+    os.environ["PGAPPNAME"] = "backwave-producer"  # its backend's CPU is told apart (benchmarks/horizon.py)
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
     import django
 
@@ -153,7 +154,9 @@ class SteadyLoad:
     def start(self) -> None:
         dbname = self.env["BACKWAVE_BENCH_DB"]
         worker = self.ctx.procs.start_worker(
-            ["--queues", raw.QUEUE, "--concurrency", str(self.ctx.concurrency)], self.log_name, self.env
+            ["--queues", raw.QUEUE, "--concurrency", str(self.ctx.concurrency)],
+            self.log_name,
+            {**self.env, "PGAPPNAME": "backwave-worker"},  # told apart, as the producer's
         )
         self.worker = worker
         wait_until(

@@ -48,6 +48,33 @@ def test_the_cluster_counts_its_postmaster_reaped_backends_and_live_children_onl
     assert horizon.group_ticks(stats, pgrp=300) == 30
 
 
+def test_the_servers_cpu_is_split_by_the_role_of_each_process() -> None:
+    roles = {
+        101: horizon.role_of("client backend", horizon.WORKER_APP),
+        102: horizon.role_of("client backend", horizon.PRODUCER_APP),
+        103: horizon.role_of("client backend", "psql"),
+        104: horizon.role_of("autovacuum worker", ""),
+        105: horizon.role_of("walwriter", ""),
+    }
+    assert list(roles.values()) == ["worker", "producer", "harness", "autovacuum", "background"]
+    stats = {
+        100: harness.ProcStat(ppid=1, pgrp=100, ticks=10, children_ticks=50),  # postmaster
+        **{pid: harness.ProcStat(ppid=100, pgrp=100, ticks=pid - 100, children_ticks=0) for pid in roles},
+        106: harness.ProcStat(ppid=100, pgrp=100, ticks=9, children_ticks=0),  # started since the read
+        200: harness.ProcStat(ppid=1, pgrp=200, ticks=1000, children_ticks=0),  # another server
+    }
+    split = horizon.cpu_by_role(stats, 100, roles)
+    assert split == {
+        "worker": 1,
+        "producer": 2,
+        "harness": 3,
+        "autovacuum": 4,
+        "background": 5 + 9,
+        "ended": 60,
+    }
+    assert sum(split.values()) == horizon.cluster_ticks(stats, postmaster=100)
+
+
 def test_the_phases_are_clean_held_recovery_with_the_hold_its_own_length() -> None:
     assert horizon.phase_plan(60, 300) == [("clean", 60), ("held", 300), ("recovery", 60)]
     with pytest.raises(ValueError, match="positive"):
@@ -56,12 +83,19 @@ def test_the_phases_are_clean_held_recovery_with_the_hold_its_own_length() -> No
 
 def sample(at: float, **values: Any) -> horizon.Sample:
     fields: dict[str, Any] = dict.fromkeys(horizon.Sample.__dataclass_fields__, 0)
-    fields.update({"at": at, "by_statement": {}, **values})
+    fields.update({"at": at, "by_statement": {}, "postgres_cpu_by_role": {}, **values})
     return horizon.Sample(**fields)
 
 
 def test_a_phase_divides_its_counter_deltas_by_the_jobs_it_completed() -> None:
-    before = sample(1000.0, postgres_cpu_s=5.0, worker_cpu_s=2.0, statements=100, table_bytes=8192)
+    before = sample(
+        1000.0,
+        postgres_cpu_s=5.0,
+        worker_cpu_s=2.0,
+        statements=100,
+        table_bytes=8192,
+        postgres_cpu_by_role={"worker": 1.0, "producer": 2.0},
+    )
     after = sample(
         1010.0,
         postgres_cpu_s=6.0,
@@ -73,6 +107,7 @@ def test_a_phase_divides_its_counter_deltas_by_the_jobs_it_completed() -> None:
         claim_ms=8.0,
         claim_hits=2000,
         autovacuums=1,
+        postgres_cpu_by_role={"worker": 1.4, "producer": 2.5, "autovacuum": 0.1},
     )
     figures = horizon.phase_figures(
         "held",
@@ -90,6 +125,11 @@ def test_a_phase_divides_its_counter_deltas_by_the_jobs_it_completed() -> None:
     assert figures["claim_max_ms"] == 200.0
     assert figures["postgres_cpu_ms_per_job"] == pytest.approx(1.0)
     assert figures["postgres_cores"] == pytest.approx(0.1)
+    by_role = figures["postgres_cpu_ms_per_job_by_role"]
+    assert by_role["worker"] == pytest.approx(0.4)
+    assert by_role["producer"] == pytest.approx(0.5)
+    assert by_role["autovacuum"] == pytest.approx(0.1)
+    assert by_role["harness"] == 0.0
     assert figures["worker_cpu_ms_per_job"] == pytest.approx(0.5)
     assert figures["statements_per_job"] == 0.7
     assert figures["table_bytes_per_job"] == 50.0

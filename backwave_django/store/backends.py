@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from ..conf import BackWaveSettings
+from ..core.claim_floors import ClaimFloors
 from ..core.outcomes import ClaimedJob, NewJob, OutcomeReport
 from ..core.states import EnqueueResult, OutcomeResult
 from .postgres.connection import uses_postgres_statements
@@ -36,6 +37,7 @@ class Claims(Protocol):
         expiry: datetime,
         now: datetime,
         settings: BackWaveSettings,
+        floors: ClaimFloors | None = None,
     ) -> list[ClaimedJob]:
         """Lease up to ``limit`` due jobs of the ``served`` queues, queue-major, in one transaction
         (the contract: ``store.claims.claim``)."""

@@ -24,6 +24,7 @@ from django.db.models import Count
 
 from ..conf import BackWaveSettings, get_settings
 from ..core import actors
+from ..core.claim_floors import ClaimFloors
 from ..core.limits import PLAIN_LANE
 from ..core.outcomes import ClaimedJob
 from ..core.states import JobState
@@ -51,12 +52,17 @@ def claim(
     max_jobs: int,
     lease_duration: timedelta,
     now: datetime,
+    floors: ClaimFloors | None = None,
 ) -> list[ClaimedJob]:
     """Lease up to ``max_jobs`` (clamped to ``MAX_CLAIM_BATCH``) due jobs, queue-major in the order given.
 
     Within a queue jobs come by priority (highest first), then due time, then sequence. Paused
     queues yield nothing and a queue's concurrency limit counts its Leased jobs exactly, across
     all workers.
+
+    ``floors`` are a worker's own (``core.claim_floors``): on PostgreSQL, a claim that is its own
+    transaction starts reading each plain queue where the worker's earlier claims got to, and
+    records what it leased; a job that becomes visible behind them waits for a full scan.
     """
     require_worker_id(worker_id)
     served = require_queues(queues)
@@ -69,7 +75,14 @@ def claim(
         return []
     using = jobs_database()
     return store_backend(using).claims.claim(
-        using, served, limit, worker_id=worker_id, expiry=now + lease_duration, now=now, settings=settings
+        using,
+        served,
+        limit,
+        worker_id=worker_id,
+        expiry=now + lease_duration,
+        now=now,
+        settings=settings,
+        floors=floors,
     )
 
 
@@ -131,7 +144,9 @@ class PortableClaims:
         expiry: datetime,
         now: datetime,
         settings: BackWaveSettings,
+        floors: ClaimFloors | None = None,
     ) -> list[ClaimedJob]:
+        # Floors (PostgreSQL's) are not used: every claim reads from the heads.
         def body() -> list[ClaimedJob]:
             gates = queue_gates(using, served, _queue_options(using, served))
             return _claim_portable(using, served, limit, gates, worker_id=worker_id, expiry=expiry, now=now)

@@ -14,9 +14,8 @@ One thread (the pump) talks to the store; handlers run on the :class:`Executor`.
 5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
    re-polls at once, so released dependents and freed slots are picked up promptly.
 
-Database faults are logged and retried with backoff (``faults``: a ``--burst`` worker gives up
-after a minute of them); buffered outcomes are kept until they are written, and the lease fence
-makes a repeated write harmless.
+Database faults are logged and retried with backoff (``faults``: a ``--burst`` worker gives up after
+a minute of them); buffered outcomes are kept until written; the lease fence makes rewrites harmless.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from .. import clock, store
 from ..conf import BackWaveSettings, get_settings
 from ..context import JobContext
+from ..core.claim_floors import ClaimFloors
 from ..core.outcomes import ClaimedJob
 from ..core.states import HistoryPolicy, OutcomeResult
 from ..database import jobs_database, listen_database
@@ -90,6 +90,7 @@ class Worker:
         self.write_not_before = 0.0
         self.writer: OutcomeWriter | None = None
         self.pacing = ClaimPacing(self.settings.poll_interval.total_seconds())
+        self.floors = ClaimFloors()  # where each queue's next claim starts reading
         self.wakeup = threading.Event()
         self.stopping = False
         self.recycling = False
@@ -144,8 +145,7 @@ class Worker:
         if not self.stopping:
             self.stopping = True
             self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
-            # Held jobs whose handler has not started: given back at once (``_give_back_prefetched``),
-            # unless the worker is recycling (``--max-jobs``), when they still run.
+            # Held jobs not started go back at once (``_give_back_prefetched``), unless recycling.
             prefetched = self.executor.pending()
             fate = "will still run" if self.recycling else "go back to the queue, due again now"
             logger.info(
@@ -556,6 +556,7 @@ class Worker:
                 max_jobs=batch.max_jobs,
                 lease_duration=self.settings.lease_duration,
                 now=now,
+                floors=self.floors,
             )
             self.options.dispatch.issued(batch)
             asked += min(batch.max_jobs, self.settings.max_claim_batch)

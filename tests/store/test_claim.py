@@ -173,6 +173,8 @@ def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
         "cap": 64,
         "before": [],
         "through": [],
+        "levels": [],
+        "floors": [],
     }
     with transaction.atomic(), connection.cursor() as cursor:  # EXPLAIN ANALYZE runs it: undo that
         cursor.execute("ANALYZE backwave_django_jobrecord")

@@ -163,6 +163,8 @@ def test_a_plain_queue_claim_pays_one_probe_past_its_lane(saturated: Scene) -> N
         "cap": 64,
         "before": [],
         "through": [saturated.plain],
+        "levels": [],
+        "floors": [],
     }
     touched = _buffers(claims.CLAIM, params)
     print(f"CLAIM of an empty plain queue: {touched} buffers")

@@ -109,6 +109,8 @@ def _claim_params(queue: str) -> dict[str, Any]:
         "cap": 64,
         "before": [],
         "through": [queue],
+        "levels": [],
+        "floors": [],
     }
 
 

@@ -16,7 +16,8 @@ _build_claimed = frozen_builder(ClaimedJob)
 
 
 def claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime) -> list[ClaimedJob]:
-    """The claim statement's rows, in their order, as jobs leased to ``worker_id`` until ``expiry``."""
+    """The claim statement's rows, in their order, as jobs leased to ``worker_id`` until ``expiry``
+    (columns after the twelfth are left to the caller)."""
     return [
         _build_claimed(
             job_id=job_id,
@@ -47,6 +48,7 @@ def claimed_jobs(rows: list[tuple[Any, ...]], worker_id: str, expiry: datetime) 
             backoff,
             timeout,
             trace_context,
+            *_,  # CLAIM's priority, for the worker's floors (store/postgres/claims.py)
         ) in rows
     ]
 

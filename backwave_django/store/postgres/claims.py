@@ -21,6 +21,7 @@ from typing import Any
 from django.db import connections
 
 from ...conf import BackWaveSettings
+from ...core.claim_floors import ClaimFloors, FloorBounds
 from ...core.outcomes import ClaimedJob
 from ...core.states import HistoryPolicy
 from .._tx import atomic_retrying, retrying
@@ -58,22 +59,31 @@ class PostgresClaims:
         expiry: datetime,
         now: datetime,
         settings: BackWaveSettings,
+        floors: ClaimFloors | None = None,
     ) -> list[ClaimedJob]:
         # A claim that is its own transaction commits without waiting for the disk (see _open_claim).
         alone = own_transaction(using)
+        # Floors are the worker's, for claims that are transactions of their own: inside the
+        # caller's transaction, a claim's leases may yet be rolled back.
+        floored = _Floored(floors if alone else None, now)
         head: list[ClaimedJob] = []
         if alone:
             served, head = self._claim_alone(
-                using, served, limit, lambda take: _claim_params(take, worker_id, expiry, now, settings)
+                using,
+                served,
+                limit,
+                lambda take: _claim_params(take, worker_id, expiry, now, settings),
+                floored,
             )
             if not served or len(head) >= limit:
                 return head
             limit -= len(head)
 
-        def body() -> list[ClaimedJob]:
+        def body() -> tuple[list[ClaimedJob], list[_Read]]:
             gates = queue_gates(using, served, _open_claim(using, served, async_commit=alone))
             flowing = flow_queues(using, served)
             claimed: list[ClaimedJob] = []
+            reads: list[_Read] = []
             for queue in served:
                 take = within_gate(limit - len(claimed), gates[queue])
                 if take <= 0:
@@ -82,16 +92,28 @@ class PostgresClaims:
                 if queue in flowing:
                     claimed += claim_flow(using, queue, params)
                     continue
+                bounds = floored.bounds(queue)
                 rows = fetch_bound(
-                    using, CLAIM, {**params, "queue": queue, "before": [], "through": []}, jobs=take
+                    using,
+                    CLAIM,
+                    {**params, "queue": queue, "before": [], "through": [], **floored.params(bounds)},
+                    jobs=take,
                 )
                 claimed += claimed_jobs(rows, worker_id, expiry)
-            return claimed
+                reads.append((queue, bounds, rows))
+            return claimed, reads
 
-        return head + atomic_retrying(using, body)
+        claimed, reads = atomic_retrying(using, body)
+        floored.record(reads)  # committed
+        return head + claimed
 
     def _claim_alone(
-        self, using: str, served: list[str], limit: int, params_for: Callable[[int], dict[str, Any]]
+        self,
+        using: str,
+        served: list[str],
+        limit: int,
+        params_for: Callable[[int], dict[str, Any]],
+        floored: _Floored,
     ) -> tuple[list[str], list[ClaimedJob]]:
         """What a claim that is its own transaction serves in transactions of their own, queue by
         queue in order: a queue under flow control by :func:`claim_flow_alone`, a run of plain
@@ -110,7 +132,7 @@ class PostgresClaims:
                 head += done[0]
                 queues = queues[1:]
                 continue
-            got, stop, flowing = retrying(functools.partial(_claim_pipelined, using, queues, params))
+            got, stop, flowing = retrying(functools.partial(_claim_pipelined, using, queues, params, floored))
             head += got
             flow_claim.flowing.update((using, q) for q in flowing)
             if stop is None:
@@ -164,7 +186,7 @@ def _open_claim(using: str, queues: list[str], *, async_commit: bool) -> QueueOp
 
 
 def _claim_pipelined(
-    using: str, queues: list[str], common: dict[str, Any]
+    using: str, queues: list[str], common: dict[str, Any], floored: _Floored
 ) -> tuple[list[ClaimedJob], int | None, set[str]]:
     """A claim that is its own transaction, sent to PostgreSQL in one round trip.
 
@@ -184,11 +206,49 @@ def _claim_pipelined(
         opening, *claims = (tx.cursor() for _ in range(1 + len(queues)))
         with tx.round_trip():  # one transaction: its Sync, at the end of the block, commits it
             opening.execute(PIPELINED_OPEN, {"queue_keys": queue_keys(queues), "queues": queues})
+            floor_bounds = [floored.bounds(queue) for queue in queues]
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"queue": queue, "before": queues[:index], "through": queues[: index + 1]}
-                claim_cursor.execute(CLAIM, {**common, **bounds})
+                claim_cursor.execute(CLAIM, {**common, **bounds, **floored.params(floor_bounds[index])})
         *_, limited, flowing = opening.fetchone()
         worker, expiry = common["worker"], common["expiry"]
-        claimed = [job for c in claims for job in claimed_jobs(c.fetchall(), worker, expiry)]
+        reads = [
+            (queue, bounds, c.fetchall())
+            for queue, bounds, c in zip(queues, floor_bounds, claims, strict=True)
+        ]
+        floored.record(reads)  # committed at the round trip's Sync
+        claimed = [job for _, _, rows in reads for job in claimed_jobs(rows, worker, expiry)]
     stop = next((index for index, queue in enumerate(queues) if queue in {*limited, *flowing}), None)
     return claimed, stop, set(flowing)
+
+
+#: One queue's read by :data:`CLAIM`: the queue, the floors it started from and its rows.
+_Read = tuple[str, FloorBounds, list[tuple[Any, ...]]]
+#: A claim without floors: every level read from its head.
+_FULL = FloorBounds([], [])
+
+
+class _Floored:
+    """A claim's use of the worker's floors (``core.claim_floors``), if it has any: where each
+    queue's :data:`CLAIM` starts, and what the committed claim leased, for the next one."""
+
+    __slots__ = ("floors", "now")
+
+    def __init__(self, floors: ClaimFloors | None, now: datetime) -> None:
+        self.floors = floors
+        self.now = now
+
+    def bounds(self, queue: str) -> FloorBounds:
+        return _FULL if self.floors is None else self.floors.bounds(queue, self.now)
+
+    @staticmethod
+    def params(bounds: FloorBounds) -> dict[str, Any]:
+        return {"levels": bounds.levels, "floors": bounds.floors}
+
+    def record(self, reads: list[_Read]) -> None:
+        """Call only once the claim has committed."""
+        if self.floors is None:
+            return
+        for queue, bounds, rows in reads:
+            # CLAIM's rows: due time sixth, priority last.
+            self.floors.claimed(queue, bounds, self.now, ((row[-1], row[5]) for row in rows))

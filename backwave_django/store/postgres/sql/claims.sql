@@ -45,14 +45,26 @@ WITH RECURSIVE gate AS (
     END AS take
     FROM {queues} AS s WHERE s.queue = ANY(%(through)s)
 ), priorities AS (
-    (SELECT priority FROM {jobs}
-     WHERE queue = %(queue)s AND state = {SCHEDULED} AND lane = 0
-     ORDER BY priority DESC LIMIT 1)
+    -- The levels in use, highest first, each with where its range scan starts (its floor). A level
+    -- in %(levels)s is taken without a probe, with its floor from %(floors)s; the gap between one
+    -- level and the next known one below (all of the range when none is known) is probed for a
+    -- level in use, which is scanned from its head. The first row (32768, above every smallint) is
+    -- where the walk starts.
+    SELECT 32768 AS priority, NULL::timestamptz AS floor
     UNION ALL
-    SELECT (SELECT j.priority FROM {jobs} AS j
-            WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane = 0 AND j.priority < p.priority
-            ORDER BY j.priority DESC LIMIT 1)
+    SELECT n.priority,
+           (SELECT f.due FROM unnest(%(levels)s::int[], %(floors)s::timestamptz[]) AS f(level, due)
+            WHERE f.level = n.priority)
     FROM priorities AS p
+    CROSS JOIN LATERAL (
+        SELECT max(level) AS below FROM unnest(%(levels)s::int[]) AS level WHERE level < p.priority
+    ) AS k
+    CROSS JOIN LATERAL (
+        SELECT coalesce((SELECT j.priority FROM {jobs} AS j
+                         WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane = 0
+                           AND j.priority < p.priority AND j.priority > coalesce(k.below, -32769)
+                         ORDER BY j.priority DESC LIMIT 1), k.below) AS priority
+    ) AS n
     WHERE p.priority IS NOT NULL
 ), picked AS (
     SELECT due.sequence
@@ -60,12 +72,12 @@ WITH RECURSIVE gate AS (
     CROSS JOIN LATERAL (
         SELECT j.sequence FROM {jobs} AS j
         WHERE j.queue = %(queue)s AND j.state = {SCHEDULED} AND j.lane = 0 AND j.priority = p.priority
-          AND j.due_time <= %(now)s
+          AND j.due_time >= coalesce(p.floor, '-infinity') AND j.due_time <= %(now)s
         ORDER BY j.due_time, j.sequence
         LIMIT (SELECT take FROM gate)
         FOR UPDATE SKIP LOCKED
     ) AS due
-    WHERE p.priority IS NOT NULL
+    WHERE p.priority < 32768
     LIMIT (SELECT take FROM gate)
 ), leased AS (
     UPDATE {jobs} AS j
@@ -87,7 +99,7 @@ WITH RECURSIVE gate AS (
 SELECT l.job_id, l.wire_name, l.queue, l.payload, l.attempt, l.due_time,
        (SELECT json_agg(json_build_array(t.key, t.value) ORDER BY t.id) FROM {tags} AS t
         WHERE t.job_id = l.sequence),
-       l.cancel_requested, l.max_attempts, l.backoff, l.timeout, l.trace_context
+       l.cancel_requested, l.max_attempts, l.backoff, l.timeout, l.trace_context, l.priority
 FROM leased AS l
 ORDER BY l.priority DESC, l.due_time, l.sequence
 

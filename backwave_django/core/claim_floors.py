@@ -1,0 +1,83 @@
+"""Where a worker's claim of a plain queue starts reading: its floors (docs/performance.md, "Claims
+under a held transaction").
+
+A claim reads a queue's due jobs in claim order: priority (highest first), then due time, then
+sequence. While any transaction holds back PostgreSQL's horizon, every job leased since leaves an
+entry in the claim index that the claim must step over (its row version stays, for that
+transaction), so a claim that starts at the head of a priority walks past every job finished
+since the hold began. A worker instead remembers, per queue and priority level, how far its own
+claims have got, and starts the next claim there:
+
+* A level's floor is the due time of the latest job the worker claimed at that level, less
+  :data:`LAG`. Jobs still to come at a level come after the ones claimed in claim order, except a
+  job that becomes visible after a later one was claimed: enqueued by a transaction that committed
+  late (its due time is its enqueue's clock reading, before the commit), from a clock behind, or
+  with a due time in the past; given back by the reaper (it keeps its due time); skipped by
+  ``SKIP LOCKED`` under a claimer that then rolled back. The lag covers the first and the commonest:
+  a job that becomes visible within :data:`LAG` of its due time is claimed in its order.
+* Every :data:`RESCAN` a queue's claim reads from the head of every level (a full scan, as a claim
+  without floors does), so any job behind a floor waits at most that long.
+* Levels the worker knows (it has claimed at them) are taken without a probe; the gaps between
+  them are probed, so a job at a new level is found by the next claim, in priority order.
+
+Floors only move forward, and only from what a committed claim leased: a claim's order rules
+are unchanged, only where it starts reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+#: How far behind the latest due time claimed at a level the next claim starts reading.
+LAG = timedelta(seconds=2)
+#: How often a queue's claim reads every level from its head, for the jobs behind a floor.
+RESCAN = timedelta(seconds=10)
+
+
+@dataclass(frozen=True, slots=True)
+class FloorBounds:
+    """A claim's floors for one queue: ``levels`` (ascending) with their ``floors``; both empty for
+    a full scan."""
+
+    levels: list[int]
+    floors: list[datetime]
+
+    @property
+    def full(self) -> bool:
+        return not self.levels
+
+
+@dataclass(slots=True)
+class ClaimFloors:
+    """One worker's floors, per queue and priority level (see the module's docstring)."""
+
+    lag: timedelta = LAG
+    rescan: timedelta = RESCAN
+    _levels: dict[str, dict[int, datetime]] = field(default_factory=dict)
+    _scanned: dict[str, datetime] = field(default_factory=dict)
+
+    def bounds(self, queue: str, now: datetime) -> FloorBounds:
+        """Where the claim of ``queue`` at ``now`` starts: a full scan at first, every
+        :attr:`rescan` (and when the clock went back), else from the known levels' floors."""
+        scanned = self._scanned.get(queue)
+        levels = self._levels.get(queue)
+        if scanned is None or not levels or not scanned <= now < scanned + self.rescan:
+            return FloorBounds([], [])
+        known = sorted(levels)
+        return FloorBounds(known, [levels[level] for level in known])
+
+    def claimed(
+        self, queue: str, bounds: FloorBounds, now: datetime, jobs: Iterable[tuple[int, datetime]]
+    ) -> None:
+        """Record a committed claim of ``queue`` made with ``bounds`` at ``now``: the
+        ``(priority, due time)`` of each job it leased. A full scan counts once it has leased a job
+        (one that took nothing, paused or gated, may not have read the queue)."""
+        levels = self._levels.setdefault(queue, {})
+        for priority, due_time in jobs:
+            floor = due_time - self.lag
+            if priority not in levels or levels[priority] < floor:
+                levels[priority] = floor
+            if bounds.full:
+                self._scanned[queue] = now
