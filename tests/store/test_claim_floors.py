@@ -51,9 +51,9 @@ def test_claims_with_floors_lease_in_claim_order_across_priorities() -> None:
         (priority, T0 + timedelta(milliseconds=7 * i)) for i, priority in enumerate([0, 5, -3, 0, 5] * 20)
     ]
     ids = _enqueue(queue, *dues)
-    expected = [
-        job for _, _, job in sorted(zip(dues, range(len(ids)), ids), key=lambda x: (-x[0][0], x[0][1], x[1]))
-    ]
+    # Claim order: priority (highest first), due time, then enqueue order.
+    order = sorted(range(len(ids)), key=lambda i: (-dues[i][0], dues[i][1], i))
+    expected = [ids[i] for i in order]
     floors = ClaimFloors(rescan=NO_RESCAN)
     now = T0 + timedelta(seconds=1)
     leased = [job.job_id for _ in range(15) for job in _claim(queue, now, floors, max_jobs=7)]
