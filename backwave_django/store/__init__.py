@@ -62,7 +62,7 @@ from .postgres.claims import PostgresClaims
 from .postgres.connection import connect, on_raw_connection, own_connection_params
 from .postgres.enqueue.batches import PostgresBatchWriter
 from .postgres.enqueue.one_batch import PostgresInserts
-from .postgres.notifications import CANCEL_CHANNEL, HINT_CHANNEL
+from .postgres.notifications import CANCEL_CHANNEL, HINT_CHANNEL, read_hint
 from .postgres.outcomes import PostgresOutcomes
 from .schedules import (
     mint_due,
@@ -120,6 +120,7 @@ __all__ = [
     "prune_settings_schedules",
     "prune_workers",
     "purge_terminal",
+    "read_hint",
     "record_progress",
     "record_purge",
     "refusal_text",

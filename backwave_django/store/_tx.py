@@ -72,11 +72,13 @@ def hints_sent(using: str) -> bool:
     return connections[using].vendor == "postgresql"
 
 
-def notify(using: str, queue: str, *, channel: str = HINT_CHANNEL) -> None:
+def notify(using: str, queue: str, *, channel: str = HINT_CHANNEL, due: datetime | None = None) -> None:
     """Send a wake-up hint naming ``queue`` (or, on ``CANCEL_CHANNEL``, a job id): PostgreSQL only;
-    inside a transaction it is delivered on commit."""
+    inside a transaction it is delivered on commit. ``due``: the earliest due time of the jobs it
+    made claimable, when they may be due before what workers have claimed (an enqueue, a
+    schedule's instances; see ``notifications.HINT_CHANNEL``)."""
     if hints_sent(using):
-        notifications.notify(using, queue, channel=channel)
+        notifications.notify(using, notifications.hint_payload(queue, due), channel=channel)
 
 
 def audit(using: str, actor: str, action: OperatorAction, target: str, now: datetime) -> None:

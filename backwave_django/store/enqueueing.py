@@ -310,10 +310,10 @@ def _write_planned(planned: list[_Planned], now: datetime, settings: BackWaveSet
                 for plan in planned
             ]
         )
-    due_queues = {
-        plan.new_job.queue
-        for plan in planned
-        if plan.record.state == JobState.SCHEDULED and plan.new_job.due_time <= now
-    }
-    for queue in sorted(due_queues):
-        notify(using, queue)
+    earliest: dict[str, datetime] = {}  # per queue with a job due now, its earliest due time
+    for plan in planned:
+        due = plan.new_job.due_time
+        if plan.record.state == JobState.SCHEDULED and due <= now:
+            earliest[plan.new_job.queue] = min(due, earliest.get(plan.new_job.queue, due))
+    for queue in sorted(earliest):
+        notify(using, queue, due=earliest[queue])

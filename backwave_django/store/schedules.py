@@ -250,7 +250,7 @@ def _insert_instances(
             ]
         )
     if fresh:
-        notify(using, queue)
+        notify(using, queue, due=min(fresh))  # instances minted late are due before their hint
     return len(fresh)
 
 

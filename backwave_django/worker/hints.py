@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from django.db import connections
 
 from .. import store
+from ..core.claim_floors import ClaimFloors
 from ..poolers import announces_other_process
 from ..store import own_connection_params
 
@@ -27,7 +28,8 @@ RECONNECT_DELAY_SECONDS = 5.0
 
 class HintListener:
     """Calls ``wake()`` whenever a hint names one of ``queues`` and ``cancel(job_id)`` for each
-    cancel request; reconnects after any error."""
+    cancel request; reconnects after any error. A hint's due time lowers the queue's ``floors``
+    (``core/claim_floors.py``), which are also told whether hints are heard."""
 
     def __init__(
         self,
@@ -36,16 +38,15 @@ class HintListener:
         queues: Collection[str],
         wake: Callable[[], None],
         cancel: Callable[[str], None] | None = None,
+        floors: ClaimFloors | None = None,
     ) -> None:
         self.using = using
         self.queues = frozenset(queues)
         self.wake = wake
         self.cancel = cancel
+        self.floors = floors
         self.stopping = threading.Event()
-        #: Whether hints arrive now: listening on a direct connection (not through a pooler, where
-        #: none arrives). While it is false the worker claims again after each outcome batch, as
-        #: it would without hints.
-        self.hearing = False
+        self._hearing = False
         self.thread = threading.Thread(target=self._run, name="backwave-hints", daemon=True)
 
     @staticmethod
@@ -57,11 +58,32 @@ class HintListener:
 
         return is_psycopg3
 
+    @property
+    def hearing(self) -> bool:
+        """Whether hints arrive now: listening on a direct connection (not through a pooler, where
+        none arrives). While it is false the worker claims again after each outcome batch, as it
+        would without hints, and its claims' floors trail further (``core/claim_floors.py``)."""
+        return self._hearing
+
+    @hearing.setter
+    def hearing(self, heard: bool) -> None:
+        self._hearing = heard
+        if self.floors is not None:
+            self.floors.hearing(heard)
+
     def start(self) -> None:
         self.thread.start()
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def heard(self, payload: str) -> None:
+        """Act on a wake-up hint's payload."""
+        queue, due = store.read_hint(payload)
+        if queue in self.queues:
+            if due is not None and self.floors is not None:
+                self.floors.lower(queue, due)
+            self.wake()
 
     def _run(self) -> None:
         import psycopg
@@ -92,8 +114,8 @@ class HintListener:
                             if notice.channel == store.CANCEL_CHANNEL:
                                 if self.cancel is not None:
                                     self.cancel(notice.payload)
-                            elif notice.payload in self.queues:
-                                self.wake()
+                            else:
+                                self.heard(notice.payload)
             except Exception as exc:
                 self.hearing = False
                 if self.stopping.is_set():

@@ -11,8 +11,7 @@ One thread (the pump) talks to the store; handlers run on the :class:`Executor`.
 4. claim as many jobs as there are free slots plus the prefetch (``BACKWAVE["PREFETCH"]``),
    through the dispatch policy: the jobs beyond the idle threads wait, leased and heartbeated,
    in the job threads' queue, so a thread that finishes starts the next job at once;
-5. sleep until a job finishes, a hint arrives, or the next poll is due. An applied outcome
-   re-polls at once, so released dependents and freed slots are picked up promptly.
+5. sleep until a job finishes, a hint arrives, or the next poll is due (an applied outcome re-polls at once).
 
 Database faults are logged and retried with backoff (``faults``: a ``--burst`` worker gives up after
 a minute of them); buffered outcomes are kept until written; the lease fence makes rewrites harmless.
@@ -230,7 +229,8 @@ class Worker:
         listen = listen_database()
         if HintListener.available(self.using) and HintListener.available(listen):
             self.hints = HintListener(
-                using=listen, queues=self.queues, wake=self._hint, cancel=self._cancel_hint
+                using=listen, queues=self.queues, wake=self._hint, cancel=self._cancel_hint,
+                floors=self.floors,
             )
             self.hints.start()
             self.pacing.listener = self.hints

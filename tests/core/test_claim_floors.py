@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from backwave_django.core.claim_floors import LAG, RESCAN, ClaimFloors, FloorBounds
+from backwave_django.core.claim_floors import HEARD_LAG, LAG, RESCAN, ClaimFloors, FloorBounds
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FULL = FloorBounds([], [])
@@ -52,3 +52,28 @@ def test_a_claim_from_the_floors_does_not_put_off_the_next_full_scan() -> None:
     middle = T0 + RESCAN / 2
     floors.claimed("q", floors.bounds("q", middle), middle, [(0, middle)])
     assert floors.bounds("q", T0 + RESCAN).full
+
+
+def test_a_hint_lowers_every_level_of_its_queue_to_its_due_time() -> None:
+    floors = ClaimFloors()
+    floors.claimed("q", FULL, T0, [(0, T0), (5, T0 - timedelta(seconds=30))])
+    floors.claimed("other", FULL, T0, [(0, T0)])
+    late = T0 - timedelta(seconds=10)
+    floors.lower("q", late)
+    assert floors.bounds("q", T0).floors == [late, T0 - timedelta(seconds=30) - LAG]
+    assert floors.bounds("other", T0).floors == [T0 - LAG]
+    # The claim that reads from there raises them again.
+    floors.claimed("q", floors.bounds("q", T0), T0, [(0, T0 + timedelta(seconds=1))])
+    assert floors.bounds("q", T0).floors[0] == T0 + timedelta(seconds=1) - LAG
+
+
+def test_while_hints_are_heard_floors_trail_less_and_hearing_again_rescans() -> None:
+    floors = ClaimFloors()
+    floors.hearing(True)
+    floors.claimed("q", floors.bounds("q", T0), T0, [(0, T0)])  # a full scan: the first
+    assert floors.bounds("q", T0).floors == [T0 - HEARD_LAG]
+    floors.hearing(False)
+    floors.claimed("q", floors.bounds("q", T0), T0, [(0, T0 + timedelta(seconds=5))])
+    assert floors.bounds("q", T0).floors == [T0 + timedelta(seconds=5) - LAG]
+    floors.hearing(True)  # hints sent while deaf were lost
+    assert floors.bounds("q", T0).full

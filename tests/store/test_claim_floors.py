@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from backwave_django import store
 from backwave_django.core.claim_floors import ClaimFloors, FloorBounds
@@ -87,6 +87,31 @@ def test_a_job_behind_a_floor_waits_for_the_next_full_scan() -> None:
     rescan = now + floors.rescan
     assert floors.bounds(queue, rescan).full
     assert [job.job_id for job in _claim(queue, rescan, floors)] == [behind]
+
+
+def test_a_late_jobs_hint_brings_the_floors_down_to_it() -> None:
+    """The enqueue's hint carries the earliest due time it made claimable (sql/inserts.sql); the
+    worker's listener lowers the floors to it, and the next claim takes the job."""
+    import psycopg
+
+    from backwave_django.database import listen_database
+    from backwave_django.worker.hints import HintListener
+
+    queue = "floors-hinted"
+    floors = ClaimFloors(rescan=NO_RESCAN)
+    now = T0 + timedelta(minutes=1)
+    _enqueue(queue, (0, now))
+    assert len(_claim(queue, now, floors)) == 1
+    listener = HintListener(using=listen_database(), queues=[queue], wake=lambda: None, floors=floors)
+    params = connections[listen_database()].get_connection_params()
+    for key in ("cursor_factory", "context"):
+        params.pop(key, None)
+    with psycopg.connect(**params, autocommit=True) as listening:
+        listening.execute(f"LISTEN {store.HINT_CHANNEL}")
+        (late,) = _enqueue(queue, (0, T0), now=now)  # due a minute before the floor
+        for notice in listening.notifies(timeout=5.0, stop_after=1):
+            listener.heard(notice.payload)
+    assert [job.job_id for job in _claim(queue, now, floors)] == [late]
 
 
 def test_a_claim_in_the_callers_transaction_keeps_no_floors() -> None:

@@ -225,5 +225,9 @@ def test_a_due_enqueue_sends_a_hint_on_commit_only():
         with pytest.raises(RuntimeError), transaction.atomic():
             enqueue(queue="rolled-back")
             raise RuntimeError
-        received = [n.payload for n in listener.notifies(timeout=0.5)]
-    assert received == ["billing"]
+        received = [store.read_hint(n.payload) for n in listener.notifies(timeout=0.5)]
+    # The queue, and the earliest due time of its jobs (a worker reads the queue from there).
+    assert [queue for queue, _ in received] == ["billing"]
+    due = received[0][1]
+    assert due is not None
+    assert T0 - timedelta(milliseconds=2) < due <= T0

@@ -108,10 +108,11 @@ ON CONFLICT (job_id) DO NOTHING
 )
 
 -- name: HINT_INSERTED
--- The wake-up hints of the queues that got a job due now.
+-- The wake-up hints of the queues that got a job due now, each with the earliest due time of its
+-- jobs (store/postgres/notifications.py, HINT_CHANNEL: a worker reads the queue from there).
 , hinted AS (
-    SELECT pg_notify(%(channel)s, queue)
-    FROM (SELECT DISTINCT queue FROM inserted WHERE due_time <= %(now)s) AS due
+    SELECT pg_notify(%(channel)s, queue || '=' || to_char(extract(epoch FROM due), 'FM9999999999990.000000'))
+    FROM (SELECT queue, min(due_time) AS due FROM inserted WHERE due_time <= %(now)s GROUP BY queue) AS due
 )
 
 -- name: RETURN_IDS
