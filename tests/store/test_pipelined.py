@@ -165,9 +165,11 @@ def test_a_claim_runs_on_the_generic_plan_and_leaves_the_setting_behind() -> Non
             generic, custom = cursor.fetchone()
             cursor.execute("SHOW plan_cache_mode")
             mode = cursor.fetchone()[0]
+            cursor.execute("SHOW enable_seqscan")
+            seqscan = cursor.fetchone()[0]
         assert custom == 0
         assert generic >= 14  # (a limited queue's claim also passes through the pipelined path)
-        assert mode == "auto"  # SET LOCAL: the claim's transaction only
+        assert (mode, seqscan) == ("auto", "on")  # SET LOCAL: the claim's transaction only
     finally:
         connection.close()  # the next test starts without these prepared statements
 
@@ -217,3 +219,43 @@ def test_on_psycopg2_the_store_takes_the_orm_path_and_workers_poll(monkeypatch: 
     assert not any(s in ("BEGIN", "COMMIT") or s.startswith("WITH picked") for s in statements)
     assert store.report_outcomes([_success(claimed[0])], now=T0) == [OutcomeResult.APPLIED]
     assert not HintListener.available("default")
+
+
+def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None:
+    """A worker's first claim may find the jobs table empty (a fresh project, the start of a run),
+    and its generic plan is kept until the table's statistics change (an ANALYZE). Made with
+    sequential scans allowed, it would read the whole jobs table and transition log at every claim
+    as they grow (measured: hundreds of buffers a claim, growing); the claim's transaction plans
+    without them (``PIPELINED_OPEN``)."""
+    import json
+
+    from django.db import transaction
+
+    from backwave_django.store.postgres import claims
+    from backwave_django.store.postgres.connection import server_bound
+    from backwave_django.store.postgres.queues import queue_keys
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE backwave_django_jobrecord CASCADE")
+        cursor.execute("ANALYZE backwave_django_jobrecord")
+        cursor.execute("ANALYZE backwave_django_jobtransition")
+    params = {
+        "queue": "q",
+        "now": T0,
+        "take": 32,
+        "worker": WORKER,
+        "expiry": T0 + LEASE,
+        "history": True,
+        "cap": 64,
+        "before": [],
+        "through": ["q"],
+        "levels": [],
+        "floors": [],
+    }
+    with transaction.atomic(), server_bound("default") as cursor:
+        cursor.execute(claims.PIPELINED_OPEN, {"queue_keys": queue_keys(["q"]), "queues": ["q"]})
+        cursor.execute("EXPLAIN (FORMAT JSON) " + claims.CLAIM, params)
+        (document,) = cursor.fetchone()
+        transaction.set_rollback(True)
+    plan = json.dumps(document if isinstance(document, list) else json.loads(document))
+    assert '"Seq Scan"' not in plan, plan
