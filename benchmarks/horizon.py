@@ -65,6 +65,8 @@ class Sample:
     autovacuums: int
     #: Calls so far per statement (its text, shortened), for the statements behind the count.
     by_statement: dict[str, int] = field(default_factory=dict)
+    #: Execution time so far per statement (ms), for where the server's time goes.
+    time_by_statement: dict[str, float] = field(default_factory=dict)
     #: The server's CPU so far by role (:func:`cpu_by_role`).
     postgres_cpu_by_role: dict[str, float] = field(default_factory=dict)
 
@@ -134,6 +136,18 @@ def _per_job(value: float, jobs: int) -> float | None:
     return value / jobs if jobs else None
 
 
+def statement_time(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
+    """The statements that took the most execution time in a phase, with their ms per completed
+    job, most first."""
+    if not jobs:
+        return []
+    spent = {
+        text: ms - before.time_by_statement.get(text, 0.0) for text, ms in after.time_by_statement.items()
+    }
+    ranked = sorted(((ms / jobs, text) for text, ms in spent.items() if ms > 0), reverse=True)
+    return [(text, per_job) for per_job, text in ranked[:top]]
+
+
 def top_statements(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
     """The statements called most in a phase, with their calls per completed job, most first."""
     if not jobs:
@@ -189,6 +203,7 @@ def phase_figures(
         "worker_cpu_ms_per_job": _per_job(worker_s * 1000, completed),
         "statements_per_job": _per_job(after.statements - before.statements, completed),
         "top_statements_per_job": top_statements(before, after, completed),
+        "statement_ms_per_job": statement_time(before, after, completed),
         "table_bytes_per_job": _per_job(after.table_bytes - before.table_bytes, completed),
         "index_bytes_per_job": _per_job(after.index_bytes - before.index_bytes, completed),
         "transitions_bytes_per_job": _per_job(after.transitions_bytes - before.transitions_bytes, completed),
@@ -213,7 +228,8 @@ FROM (SELECT calls, total_exec_time, shared_blks_hit, query LIKE %s AND query LI
       FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         AND query NOT LIKE %s) s"""
-_BY_STATEMENT_SQL = f"""{MARK} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 100), sum(calls)
+_BY_STATEMENT_SQL = f"""{MARK} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 100), sum(calls),
+       sum(total_exec_time)
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE %s
 GROUP BY 1"""
@@ -234,7 +250,10 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
     tick = os.sysconf("SC_CLK_TCK")
     statements = conn.execute(_STATEMENTS_SQL, [CLAIM_LIKE, f"%{T}%", f"%{MARK}%"]).fetchone()
     sizes = conn.execute(_SIZES_SQL).fetchone()
-    by_statement = {str(text): int(calls) for text, calls in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])}
+    by_text = [
+        (str(text), int(calls), float(ms))
+        for text, calls, ms in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])
+    ]
     assert statements is not None
     assert sizes is not None
     return Sample(
@@ -251,7 +270,8 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
         transitions_bytes=int(sizes[3]),
         dead_tuples=int(sizes[4]),
         autovacuums=int(sizes[5]),
-        by_statement=by_statement,
+        by_statement={text: calls for text, calls, _ in by_text},
+        time_by_statement={text: ms for text, _, ms in by_text},
         postgres_cpu_by_role={role: n / tick for role, n in cpu_by_role(stats, postmaster, roles).items()},
     )
 
@@ -481,10 +501,18 @@ def ratio(result: dict[str, Any], key: str) -> float | None:
 
 
 def details(result: dict[str, Any], top: int = 5) -> list[str]:
-    """Per phase, the statements behind the count: calls per completed job, most first."""
-    return [
+    """Per phase, the statements behind the count (calls per completed job, most first) and where
+    their execution time goes (ms per completed job, most first)."""
+    lines = [
         f"{phase['phase']}: statements per job "
         + "; ".join(f"`{text[:70]}` {per_job:.2f}" for text, per_job in phase["top_statements_per_job"][:top])
         for phase in result["phases"]
         if phase.get("top_statements_per_job")
     ]
+    lines += [
+        f"{phase['phase']}: execution time per job "
+        + "; ".join(f"`{text[:70]}` {ms:.3f} ms" for text, ms in phase["statement_ms_per_job"][:top])
+        for phase in result["phases"]
+        if phase.get("statement_ms_per_job")
+    ]
+    return lines

@@ -83,7 +83,9 @@ def test_the_phases_are_clean_held_recovery_with_the_hold_its_own_length() -> No
 
 def sample(at: float, **values: Any) -> horizon.Sample:
     fields: dict[str, Any] = dict.fromkeys(horizon.Sample.__dataclass_fields__, 0)
-    fields.update({"at": at, "by_statement": {}, "postgres_cpu_by_role": {}, **values})
+    fields.update(
+        {"at": at, "by_statement": {}, "time_by_statement": {}, "postgres_cpu_by_role": {}, **values}
+    )
     return horizon.Sample(**fields)
 
 
@@ -150,6 +152,17 @@ def test_the_statements_behind_the_count_are_ranked_by_calls_per_job_in_the_phas
     assert horizon.details(report) == [
         "clean: statements per job `COMMIT` 2.00; `INSERT job` 1.00; `SELECT claim` 0.20"
     ]
+
+
+def test_where_the_servers_time_goes_is_ranked_by_ms_per_job_in_the_phase() -> None:
+    before = sample(0.0, time_by_statement={"SELECT claim": 100.0, "REPORT": 50.0})
+    after = sample(10.0, time_by_statement={"SELECT claim": 600.0, "REPORT": 250.0, "INSERT job": 300.0})
+    ranked = horizon.statement_time(before, after, jobs=1000)
+    assert ranked == [("SELECT claim", 0.5), ("INSERT job", 0.3), ("REPORT", 0.2)]
+    assert horizon.statement_time(before, after, jobs=0) == []
+    report = result(4.0, 6.0)
+    report["phases"][0]["statement_ms_per_job"] = ranked[:1]
+    assert horizon.details(report) == ["clean: execution time per job `SELECT claim` 0.500 ms"]
 
 
 def test_the_producers_timings_are_split_by_the_phase_their_enqueue_began_in() -> None:
