@@ -6,6 +6,7 @@ ended has waiting children)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -42,7 +43,16 @@ def hints() -> Iterator[Callable[[Callable[[], Any]], list[str]]]:
         def heard(call: Callable[[], Any]) -> list[str]:
             list(listener.notifies(timeout=0.05))  # what came before
             call()
-            return [n.payload for n in listener.notifies(timeout=0.5)]
+            # A marker sent after the call has committed arrives after the call's hints.
+            marker = f"end-{uuid.uuid4()}"
+            with psycopg.connect(**params, autocommit=True) as sender:
+                sender.execute("SELECT pg_notify(%s, %s)", [store.HINT_CHANNEL, marker])
+            payloads = []
+            for notice in listener.notifies(timeout=10.0):
+                if notice.payload == marker:
+                    break
+                payloads.append(notice.payload)
+            return payloads
 
         yield heard
 

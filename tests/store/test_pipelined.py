@@ -11,6 +11,7 @@ classic shape.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -185,7 +186,7 @@ def test_an_outcome_batch_is_begin_report_and_check_in_one_round_trip_then_commi
     results: list[Any] = []
     statements = _statements(lambda: results.extend(store.report_outcomes(reports, now=T0)))
     assert results == [OutcomeResult.APPLIED, OutcomeResult.STALE_LEASE]
-    assert [s.split()[0] for s in statements] == ["BEGIN", "WITH", "WITH", "COMMIT"]
+    assert [s.split()[0] for s in statements] == ["BEGIN", "SELECT", "WITH", "WITH", "COMMIT"]
     assert _idle()
     assert (row(first).state, row(second).state) == (JobState.SUCCEEDED, JobState.LEASED)
 
@@ -197,7 +198,7 @@ def test_a_parent_with_waiting_children_is_written_by_the_classic_transaction() 
     results: list[Any] = []
     statements = _statements(lambda: results.extend(store.report_outcomes([_success(claimed)], now=T0)))
     assert results == [OutcomeResult.APPLIED]
-    assert [s.split()[0] for s in statements[:4]] == ["BEGIN", "WITH", "WITH", "ROLLBACK"]
+    assert [s.split()[0] for s in statements[:5]] == ["BEGIN", "SELECT", "WITH", "WITH", "ROLLBACK"]
     assert _idle()
     assert row(parent).state == JobState.SUCCEEDED
     assert row(child).state == JobState.SCHEDULED  # released by the cascade, in the same commit
@@ -235,10 +236,7 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
     from backwave_django.store.postgres.connection import server_bound
     from backwave_django.store.postgres.queues import queue_keys
 
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE backwave_django_jobrecord CASCADE")
-        cursor.execute("ANALYZE backwave_django_jobrecord")
-        cursor.execute("ANALYZE backwave_django_jobtransition")
+    _truncate_and_analyze()
     params = {
         "queue": "q",
         "now": T0,
@@ -259,3 +257,51 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
         transaction.set_rollback(True)
     plan = json.dumps(document if isinstance(document, list) else json.loads(document))
     assert '"Seq Scan"' not in plan, plan
+    assert '"JIT"' not in plan, plan
+
+
+def _truncate_and_analyze() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE backwave_django_jobrecord CASCADE")
+        cursor.execute("ANALYZE backwave_django_jobrecord")
+        cursor.execute("ANALYZE backwave_django_jobtransition")
+
+
+def test_an_outcome_batch_made_on_an_empty_table_reads_by_index() -> None:
+    """As the claim's (above): the outcome batch's statements are planned without sequential scans
+    (``REPORT_OWN_SETTINGS``), so a plan kept from an empty table does not read the whole table."""
+    import json
+    import uuid
+
+    from django.db import transaction
+
+    from backwave_django.store.postgres import outcomes
+    from backwave_django.store.postgres.connection import server_bound
+
+    _truncate_and_analyze()
+    batch = [{"job_id": str(uuid.uuid4()), "worker_id": WORKER, "attempt": 1, "state": 3}]
+    params = {
+        "now": T0,
+        "history": True,
+        "cap": 64,
+        "default_max_attempts": 5,
+        "batch": json.dumps(batch),
+        "tags": "[]",
+        "hint_channel": store.HINT_CHANNEL,
+    }
+    with transaction.atomic(), server_bound("default") as cursor:
+        cursor.execute(outcomes.REPORT_OWN_SETTINGS)
+        plans = []
+        for sql, values in (
+            (outcomes.REPORT, params),
+            (outcomes.ENDED_WITH_CHILDREN, {"ids": "{%s}" % batch[0]["job_id"]}),
+        ):
+            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, values)
+            (document,) = cursor.fetchone()
+            plans.append(json.dumps(document if isinstance(document, list) else json.loads(document)))
+        transaction.set_rollback(True)
+    for plan in plans:
+        # (The queue settings, one row per configured queue, have no index for what REPORT reads.)
+        for scan in re.findall(r'"Node Type": "Seq Scan"[^{}]*?"Relation Name": "(\w+)"', plan):
+            assert scan == "backwave_django_queuesettings", plan
+        assert '"JIT"' not in plan, plan

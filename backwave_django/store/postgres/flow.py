@@ -72,7 +72,7 @@ class PostgresFlowReads:
         assert self._sent is not None
         locking, counting = self._sent
         self._sent = None
-        locked = set(locking.fetchone()[4])
+        locked = set(locking.fetchone()[5])
         lanes_json, used_json, gated, fetched_json = counting.fetchone()
         self.gated = gated and self._ungated_only
         self.had_lanes = bool(lanes_json)

@@ -26,6 +26,8 @@ from .statements import statement
 
 #: Apply a batch of outcomes, each under its fence (read at each call, as a module global).
 REPORT = statement("REPORT")
+#: What an outcome batch that is its own transaction sets for itself.
+REPORT_OWN_SETTINGS = statement("REPORT_OWN_SETTINGS")
 #: Which of the jobs that just ended have waiting children.
 PARENTS_WITH_CHILDREN = statement("PARENTS_WITH_CHILDREN")
 #: The pipelined batch's check for waiting children.
@@ -154,16 +156,18 @@ def _report_pipelined(
 ) -> list[OutcomeResult] | None:
     """An outcome batch that is its own transaction, in two round trips instead of four.
 
-    ``BEGIN``, :data:`REPORT` and the check for waiting children go out together; the ``COMMIT``
+    ``BEGIN``, :data:`REPORT_OWN_SETTINGS`, :data:`REPORT` and the check for waiting children go
+    out together; the ``COMMIT``
     follows once the check has found none. When a job that just ended has waiting children (its
     dependents' latches must be resolved in the same transaction, through the ORM), the batch is
     rolled back and None returned: :func:`report_outcomes` then writes it on the statement path.
     """
     params, ids = _report_params(reports, now, settings)
     with pipelined_transaction(using, jobs=len(reports)) as tx:
-        report, parents = tx.cursor(), tx.cursor()
+        settings_cursor, report, parents = tx.cursor(), tx.cursor(), tx.cursor()
         with tx.round_trip():
             tx.begin()
+            settings_cursor.execute(REPORT_OWN_SETTINGS)
             report.execute(REPORT, params)
             parents.execute(ENDED_WITH_CHILDREN, {"ids": ids})
         if parents.fetchall():

@@ -110,22 +110,23 @@ SELECT queue, paused, concurrency_limit FROM {queues} WHERE queue = ANY(%(queues
 
 -- name: CLAIM_OWN_SETTINGS
 -- What a claim that is its own transaction sets for that transaction only: its commit does not
--- wait for the WAL flush, and CLAIM runs on its generic plan, made without sequential scans
--- (docs/performance.md, "The claim's plan"; store/postgres/claims.py says why each is safe).
--- Three statements.
+-- wait for the WAL flush, and CLAIM runs on its generic plan, made without sequential scans where
+-- an index serves and never compiled by JIT (sql/outcomes.sql, REPORT_OWN_SETTINGS, says why;
+-- docs/performance.md, "The claim's plan"; store/postgres/claims.py says why each is safe).
+-- Four statements.
 SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan;
-SET LOCAL enable_seqscan = off;
+SET LOCAL enable_seqscan = off; SET LOCAL jit = off;
 
 -- name: PIPELINED_OPEN
 -- The first statement of a pipelined claim: the asynchronous commit, the generic plan (made
--- without sequential scans, as CLAIM_OWN_SETTINGS says), the queues'
--- shared locks (as LOCK_QUEUES_SHARED takes them), which of the queues are limited, and which
+-- without sequential scans and JIT, as CLAIM_OWN_SETTINGS says), the queues' shared locks (as LOCK_QUEUES_SHARED takes them), which of the queues are limited, and which
 -- hold jobs under flow control (a probe of the claim index past lane 0 each) (read
 -- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
 -- path; the claim statements' own, later reads decide).
 SELECT set_config('synchronous_commit', 'off', true),
        set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true),
        (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT queue FROM {queues}

@@ -29,10 +29,10 @@ SELECT lane, limit_keys FROM lanes
 -- passes none), then the advisory locks of the buckets of %(queue)s's lanes above 0 (FLOW_LANES),
 -- in the order of their keys (PostgreSQL's hashtext of the limit name and the bucket), exclusive
 -- until the transaction ends. With %(own)s (a transaction of its own) it first sets the
--- asynchronous commit and the generic plan without sequential scans for the rest of the
+-- asynchronous commit and the generic plan without sequential scans or JIT for the rest of the
 -- transaction, as PIPELINED_OPEN does;
 -- otherwise it leaves the caller's settings alone. Returns the lanes whose buckets are now locked
--- (the fifth column). A statement of its own, before FLOW_USAGE, so that the counts' snapshot
+-- (the sixth column). A statement of its own, before FLOW_USAGE, so that the counts' snapshot
 -- follows the locks.
 WITH lanes AS MATERIALIZED ({FLOW_LANES}),
 keys AS (
@@ -42,6 +42,7 @@ keys AS (
 SELECT CASE WHEN %(own)s THEN set_config('synchronous_commit', 'off', true) END,
        CASE WHEN %(own)s THEN set_config('plan_cache_mode', 'force_generic_plan', true) END,
        CASE WHEN %(own)s THEN set_config('enable_seqscan', 'off', true) END,
+       CASE WHEN %(own)s THEN set_config('jit', 'off', true) END,
        (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT lane FROM lanes),

@@ -1,5 +1,14 @@
 -- Outcomes: applying each attempt's result under its fence (store/postgres/outcomes.py).
 
+-- name: REPORT_OWN_SETTINGS
+-- What an outcome batch that is its own transaction sets for that transaction only: its
+-- statements are planned without sequential scans where an index serves (a statement prepared on
+-- an empty or small table keeps a plan that scans it whole until the table is next analyzed, and
+-- the jobs table grows between analyzes), and never compiled by JIT (a scan that has no index,
+-- of a small table, keeps the cost that disables it, which would otherwise call for JIT at every
+-- run). docs/performance.md, "The claim's plan".
+SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)
+
 -- name: REPORT
 -- Apply a batch of outcomes, each under its fence: lock the reported rows by job_id (the unique
 -- index) in sequence order, judge the fence on the locked, current row version, write the new
