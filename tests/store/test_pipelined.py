@@ -294,7 +294,7 @@ def test_an_outcome_batch_made_on_an_empty_table_reads_by_index() -> None:
         plans = []
         for sql, values in (
             (outcomes.REPORT, params),
-            (outcomes.ENDED_WITH_CHILDREN, {"ids": "{%s}" % batch[0]["job_id"]}),
+            (outcomes.ENDED_WITH_CHILDREN, {"ids": "{" + str(batch[0]["job_id"]) + "}"}),
         ):
             cursor.execute("EXPLAIN (FORMAT JSON) " + sql, values)
             (document,) = cursor.fetchone()
