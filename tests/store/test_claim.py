@@ -1,5 +1,4 @@
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -7,6 +6,7 @@ from backwave_django import JobState, store
 from backwave_django.models import JobRecord
 
 from ..conftest import LEASE, T0, WORKER, enqueue, history, lease, report, row
+from .statement_params import claim_params
 
 pytestmark = pytest.mark.django_db
 
@@ -163,19 +163,7 @@ def test_the_claim_never_reads_jobs_due_later_whatever_their_priority():
     for _ in range(500):
         enqueue(priority=50, due_time=T0 + timedelta(days=1))
     due = [enqueue(priority=p) for p in (10, 0)]
-    params: dict[str, Any] = {
-        "queue": "default",
-        "now": T0,
-        "take": 32,
-        "worker": WORKER,
-        "expiry": T0 + LEASE,
-        "history": True,
-        "cap": 64,
-        "before": [],
-        "through": [],
-        "levels": [],
-        "floors": [],
-    }
+    params = claim_params("default", through=[])
     with transaction.atomic(), connection.cursor() as cursor:  # EXPLAIN ANALYZE runs it: undo that
         cursor.execute("ANALYZE backwave_django_jobrecord")
         cursor.execute("SET LOCAL enable_seqscan = off")

@@ -25,6 +25,7 @@ from backwave_django.store.postgres import claims
 from backwave_django.store.postgres.connection import server_bound
 
 from ..conftest import LEASE, T0, WORKER, new_job
+from .statement_params import claim_params
 
 pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
@@ -148,19 +149,7 @@ def held_snapshot() -> Iterator[None]:
 def _claim_buffers(queue: str, now: datetime, bounds: FloorBounds) -> int:
     """Shared buffers (hit + read) a :data:`CLAIM` of ``queue`` at ``now`` touches from ``bounds``
     (a full scan when empty); rolled back."""
-    params = {
-        "queue": queue,
-        "now": now,
-        "take": BATCH,
-        "worker": WORKER,
-        "expiry": now + LEASE,
-        "history": True,
-        "cap": 64,
-        "before": [],
-        "through": [queue],
-        "levels": bounds.levels,
-        "floors": bounds.floors,
-    }
+    params = claim_params(queue, now=now, take=BATCH, bounds=bounds)
     with transaction.atomic(), server_bound("default") as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claims.CLAIM, params)
         (document,) = cursor.fetchone()

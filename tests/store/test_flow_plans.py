@@ -22,8 +22,9 @@ from backwave_django.store.postgres import claims, flow
 from backwave_django.store.postgres.connection import server_bound
 from backwave_django.store.postgres.queues import queue_keys
 
-from ..conftest import LEASE, T0, WORKER, lease, new_job
+from ..conftest import T0, lease, new_job
 from .flow_jobs import declare
+from .statement_params import claim_params
 
 pytestmark = [
     pytest.mark.postgres,
@@ -153,19 +154,7 @@ def test_the_plain_jobs_behind_the_held_ones_are_read_without_stepping_over_them
 
 
 def test_a_plain_queue_claim_pays_one_probe_past_its_lane(saturated: Scene) -> None:
-    params = {
-        "queue": saturated.plain,
-        "now": T0,
-        "take": 32,
-        "worker": WORKER,
-        "expiry": T0 + LEASE,
-        "history": True,
-        "cap": 64,
-        "before": [],
-        "through": [saturated.plain],
-        "levels": [],
-        "floors": [],
-    }
+    params = claim_params(saturated.plain)
     touched = _buffers(claims.CLAIM, params)
     print(f"CLAIM of an empty plain queue: {touched} buffers")
     assert touched < 20, touched

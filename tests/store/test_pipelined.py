@@ -28,6 +28,7 @@ from backwave_django.store._schema import QUEUE_LOCK_CLASS
 from backwave_django.store.postgres.queues import queue_key
 
 from ..conftest import LEASE, T0, WORKER, enqueue, row
+from .statement_params import claim_params, report_params
 
 pytestmark = [pytest.mark.postgres, pytest.mark.fast_path, pytest.mark.django_db(transaction=True)]
 
@@ -237,19 +238,7 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
     from backwave_django.store.postgres.queues import queue_keys
 
     _truncate_and_analyze()
-    params = {
-        "queue": "q",
-        "now": T0,
-        "take": 32,
-        "worker": WORKER,
-        "expiry": T0 + LEASE,
-        "history": True,
-        "cap": 64,
-        "before": [],
-        "through": ["q"],
-        "levels": [],
-        "floors": [],
-    }
+    params = claim_params("q")
     with transaction.atomic(), server_bound("default") as cursor:
         cursor.execute(claims.PIPELINED_OPEN, {"queue_keys": queue_keys(["q"]), "queues": ["q"]})
         cursor.execute("EXPLAIN (FORMAT JSON) " + claims.CLAIM, params)
@@ -280,15 +269,7 @@ def test_an_outcome_batch_made_on_an_empty_table_reads_by_index() -> None:
 
     _truncate_and_analyze()
     batch = [{"job_id": str(uuid.uuid4()), "worker_id": WORKER, "attempt": 1, "state": 3}]
-    params = {
-        "now": T0,
-        "history": True,
-        "cap": 64,
-        "default_max_attempts": 5,
-        "batch": json.dumps(batch),
-        "tags": "[]",
-        "hint_channel": store.HINT_CHANNEL,
-    }
+    params = report_params(batch)
     with transaction.atomic(), server_bound("default") as cursor:
         cursor.execute(outcomes.REPORT_OWN_SETTINGS)
         plans = []

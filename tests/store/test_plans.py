@@ -28,6 +28,7 @@ from backwave_django.store.postgres.enqueue import inserts
 from backwave_django.store.uniqueness import LOOK_UP_UNIQUE
 
 from ..conftest import LEASE, T0, WORKER, enqueue, lease, new_job, report
+from .statement_params import claim_params, report_params
 
 pytestmark = [
     pytest.mark.postgres,
@@ -98,24 +99,8 @@ def _seq_scans(scans: list[tuple[str, str | None]]) -> list[tuple[str, str | Non
     return [scan for scan in scans if scan[0] == "Seq Scan"]
 
 
-def _claim_params(queue: str) -> dict[str, Any]:
-    return {
-        "queue": queue,
-        "now": T0,
-        "take": 32,
-        "worker": WORKER,
-        "expiry": T0 + LEASE,
-        "history": True,
-        "cap": 64,
-        "before": [],
-        "through": [queue],
-        "levels": [],
-        "floors": [],
-    }
-
-
 def test_the_claim_walks_its_partial_index_and_never_scans_the_jobs_table(seeded: list[uuid.UUID]) -> None:
-    scans = _scans_of(_plan(claims.CLAIM, _claim_params("q0")), JOBS)
+    scans = _scans_of(_plan(claims.CLAIM, claim_params("q0")), JOBS)
     assert scans, scans
     assert not _seq_scans(scans), scans
     assert ("Index Only Scan", "backwave_job_claim") in scans or (
@@ -139,15 +124,7 @@ def test_the_report_locks_its_rows_through_the_job_id_index(seeded: list[uuid.UU
         }
         for c in leased
     ]
-    params = {
-        "now": T0,
-        "history": True,
-        "cap": 64,
-        "default_max_attempts": 5,
-        "batch": json.dumps(batch),
-        "tags": "[]",
-        "hint_channel": store.HINT_CHANNEL,
-    }
+    params = report_params(batch)
     scans = _scans_of(_plan(outcomes.REPORT, params), JOBS)
     assert scans, scans
     assert not _seq_scans(scans), scans
