@@ -25,8 +25,8 @@ claims have got, and starts the next claim there:
 * Levels the worker knows (it has claimed at them) are taken without a probe; the gaps between
   them are probed, so a job at a new level is found by the next claim, in priority order.
 
-Floors only move forward, and only from what a committed claim leased: a claim's order rules
-are unchanged, only where it starts reading.
+Floors move forward only from what a committed claim leased, and back only to a hint's due time:
+a claim's order rules are unchanged, only where it starts reading.
 """
 
 from __future__ import annotations

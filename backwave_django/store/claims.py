@@ -62,7 +62,8 @@ def claim(
 
     ``floors`` are a worker's own (``core.claim_floors``): on PostgreSQL, a claim that is its own
     transaction starts reading each plain queue where the worker's earlier claims got to, and
-    records what it leased; a job that becomes visible behind them waits for a full scan.
+    records what it leased; a job that becomes visible behind them is read once its hint lowers
+    them, or by the next full scan.
     """
     require_worker_id(worker_id)
     served = require_queues(queues)
