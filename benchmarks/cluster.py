@@ -30,6 +30,7 @@ SETTINGS = {
     "listen_addresses": "127.0.0.1",
     "autovacuum": "on",
     "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track_planning": "on",
     "track_io_timing": "on",
     "max_connections": "100",
 }

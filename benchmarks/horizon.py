@@ -67,6 +67,10 @@ class Sample:
     by_statement: dict[str, int] = field(default_factory=dict)
     #: Execution time so far per statement (ms), for where the server's time goes.
     time_by_statement: dict[str, float] = field(default_factory=dict)
+    #: Plans made so far per statement, and their planning time (ms): a prepared statement whose
+    #: plans keep pace with its calls is planned afresh at each call (``track_planning``).
+    plans_by_statement: dict[str, int] = field(default_factory=dict)
+    plan_time_by_statement: dict[str, float] = field(default_factory=dict)
     #: The server's CPU so far by role (:func:`cpu_by_role`).
     postgres_cpu_by_role: dict[str, float] = field(default_factory=dict)
 
@@ -136,25 +140,34 @@ def _per_job(value: float, jobs: int) -> float | None:
     return value / jobs if jobs else None
 
 
+def _ranked(
+    before: Mapping[str, float], after: Mapping[str, float], jobs: int, top: int
+) -> list[tuple[str, float]]:
+    """Each statement's growth in a phase per completed job, most first (the first ``top``)."""
+    if not jobs:
+        return []
+    grown = {text: value - before.get(text, 0) for text, value in after.items()}
+    ranked = sorted(((value / jobs, text) for text, value in grown.items() if value > 0), reverse=True)
+    return [(text, per_job) for per_job, text in ranked[:top]]
+
+
 def statement_time(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
     """The statements that took the most execution time in a phase, with their ms per completed
     job, most first."""
-    if not jobs:
-        return []
-    spent = {
-        text: ms - before.time_by_statement.get(text, 0.0) for text, ms in after.time_by_statement.items()
-    }
-    ranked = sorted(((ms / jobs, text) for text, ms in spent.items() if ms > 0), reverse=True)
-    return [(text, per_job) for per_job, text in ranked[:top]]
+    return _ranked(before.time_by_statement, after.time_by_statement, jobs, top)
 
 
 def top_statements(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float]]:
     """The statements called most in a phase, with their calls per completed job, most first."""
-    if not jobs:
-        return []
-    calls = {text: n - before.by_statement.get(text, 0) for text, n in after.by_statement.items()}
-    ranked = sorted(((n / jobs, text) for text, n in calls.items() if n > 0), reverse=True)
-    return [(text, per_job) for per_job, text in ranked[:top]]
+    return _ranked(before.by_statement, after.by_statement, jobs, top)
+
+
+def planning(before: Sample, after: Sample, jobs: int, top: int = 8) -> list[tuple[str, float, float]]:
+    """The statements planned most in a phase: plans and planning time (ms) per completed job."""
+    plans = _ranked(before.plans_by_statement, after.plans_by_statement, jobs, top)
+    every = len(after.plan_time_by_statement)
+    spent = dict(_ranked(before.plan_time_by_statement, after.plan_time_by_statement, jobs, every))
+    return [(text, per_job, spent.get(text, 0.0)) for text, per_job in plans]
 
 
 def phase_figures(
@@ -204,6 +217,7 @@ def phase_figures(
         "statements_per_job": _per_job(after.statements - before.statements, completed),
         "top_statements_per_job": top_statements(before, after, completed),
         "statement_ms_per_job": statement_time(before, after, completed),
+        "plans_per_job": planning(before, after, completed),
         "table_bytes_per_job": _per_job(after.table_bytes - before.table_bytes, completed),
         "index_bytes_per_job": _per_job(after.index_bytes - before.index_bytes, completed),
         "transitions_bytes_per_job": _per_job(after.transitions_bytes - before.transitions_bytes, completed),
@@ -229,7 +243,7 @@ FROM (SELECT calls, total_exec_time, shared_blks_hit, query LIKE %s AND query LI
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         AND query NOT LIKE %s) s"""
 _BY_STATEMENT_SQL = f"""{MARK} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 100), sum(calls),
-       sum(total_exec_time)
+       sum(total_exec_time), sum(plans), sum(total_plan_time)
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE %s
 GROUP BY 1"""
@@ -251,8 +265,8 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
     statements = conn.execute(_STATEMENTS_SQL, [CLAIM_LIKE, f"%{T}%", f"%{MARK}%"]).fetchone()
     sizes = conn.execute(_SIZES_SQL).fetchone()
     by_text = [
-        (str(text), int(calls), float(ms))
-        for text, calls, ms in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])
+        (str(text), int(calls), float(ms), int(plans), float(plan_ms))
+        for text, calls, ms, plans, plan_ms in conn.execute(_BY_STATEMENT_SQL, [f"%{MARK}%"])
     ]
     assert statements is not None
     assert sizes is not None
@@ -270,8 +284,10 @@ def sample(conn: psycopg.Connection[Any], postmaster: int, worker_pgrp: int) -> 
         transitions_bytes=int(sizes[3]),
         dead_tuples=int(sizes[4]),
         autovacuums=int(sizes[5]),
-        by_statement={text: calls for text, calls, _ in by_text},
-        time_by_statement={text: ms for text, _, ms in by_text},
+        by_statement={text: calls for text, calls, *_ in by_text},
+        time_by_statement={text: ms for text, _, ms, *_ in by_text},
+        plans_by_statement={text: plans for text, _, _, plans, _ in by_text},
+        plan_time_by_statement={text: plan_ms for text, *_, plan_ms in by_text},
         postgres_cpu_by_role={role: n / tick for role, n in cpu_by_role(stats, postmaster, roles).items()},
     )
 
@@ -514,5 +530,13 @@ def details(result: dict[str, Any], top: int = 5) -> list[str]:
         + "; ".join(f"`{text[:70]}` {ms:.3f} ms" for text, ms in phase["statement_ms_per_job"][:top])
         for phase in result["phases"]
         if phase.get("statement_ms_per_job")
+    ]
+    lines += [
+        f"{phase['phase']}: plans per job "
+        + "; ".join(
+            f"`{text[:70]}` {plans:.2f} ({ms:.3f} ms)" for text, plans, ms in phase["plans_per_job"][:top]
+        )
+        for phase in result["phases"]
+        if phase.get("plans_per_job")
     ]
     return lines

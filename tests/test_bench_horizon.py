@@ -84,7 +84,15 @@ def test_the_phases_are_clean_held_recovery_with_the_hold_its_own_length() -> No
 def sample(at: float, **values: Any) -> horizon.Sample:
     fields: dict[str, Any] = dict.fromkeys(horizon.Sample.__dataclass_fields__, 0)
     fields.update(
-        {"at": at, "by_statement": {}, "time_by_statement": {}, "postgres_cpu_by_role": {}, **values}
+        {
+            "at": at,
+            "by_statement": {},
+            "time_by_statement": {},
+            "plans_by_statement": {},
+            "plan_time_by_statement": {},
+            "postgres_cpu_by_role": {},
+            **values,
+        }
     )
     return horizon.Sample(**fields)
 
@@ -163,6 +171,23 @@ def test_where_the_servers_time_goes_is_ranked_by_ms_per_job_in_the_phase() -> N
     report = result(4.0, 6.0)
     report["phases"][0]["statement_ms_per_job"] = ranked[:1]
     assert horizon.details(report) == ["clean: execution time per job `SELECT claim` 0.500 ms"]
+
+
+def test_the_statements_planned_at_each_call_are_listed_with_their_planning_time() -> None:
+    before = sample(
+        0.0, plans_by_statement={"SELECT open": 10, "REPORT": 5}, plan_time_by_statement={"SELECT open": 3.0}
+    )
+    after = sample(
+        10.0,
+        plans_by_statement={"SELECT open": 1010, "REPORT": 5, "INSERT job": 100},
+        plan_time_by_statement={"SELECT open": 303.0, "INSERT job": 20.0},
+    )
+    ranked = horizon.planning(before, after, jobs=1000)
+    assert ranked == [("SELECT open", 1.0, 0.3), ("INSERT job", 0.1, 0.02)]
+    assert horizon.planning(before, after, jobs=0) == []
+    report = result(4.0, 6.0)
+    report["phases"][0]["plans_per_job"] = ranked[:1]
+    assert horizon.details(report) == ["clean: plans per job `SELECT open` 1.00 (0.300 ms)"]
 
 
 def test_the_producers_timings_are_split_by_the_phase_their_enqueue_began_in() -> None:

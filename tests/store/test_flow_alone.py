@@ -94,9 +94,10 @@ def test_after_the_first_claim_a_flow_queue_is_claimed_in_two_round_trips() -> N
     assert _count(statements, "WITH RECURSIVE gate") == 0  # straight to the flow claim
     # The admitted lane was read ahead with the plain jobs, in the use statement: no fetch of its own.
     assert _count(statements, "SELECT w.lane") == 0
-    # One transaction, ended by the pipeline's one Sync: no BEGIN, no COMMIT; the locks, then the
-    # use with the jobs, then the lease.
-    assert len(statements) == 3
+    # One transaction, ended by the pipeline's one Sync: no BEGIN, no COMMIT; the settings, the
+    # locks, then the use with the jobs, then the lease.
+    assert len(statements) == 4
+    assert statements[0].startswith("SELECT set_config(")
     assert statements[-1].startswith("WITH leased AS")
     assert syncs == [1]
     assert _idle()

@@ -118,7 +118,7 @@ def _index_names(node: dict[str, Any]) -> set[str]:
 def test_the_lanes_are_found_without_reading_the_held_jobs(saturated: Scene) -> None:
     for name, sql, params in (
         ("FLOW_LANES", flow.FLOW_LANES, {"queue": saturated.flow}),
-        ("FLOW_LOCK", flow.FLOW_LOCK, {"queue": saturated.flow, "queue_keys": [1], "own": True}),
+        ("FLOW_LOCK", flow.FLOW_LOCK, {"queue": saturated.flow, "queue_keys": [1]}),
         (
             "FLOW_USAGE",
             flow.FLOW_USAGE,

@@ -58,9 +58,10 @@ def test_a_claim_is_one_transaction_sent_in_one_round_trip() -> None:
     claimed: list[Any] = []
     statements = _statements(lambda: claimed.extend(_claim(["a", "b"])))
     assert [c.job_id for c in claimed] == [job]
-    assert "pg_advisory_xact_lock_shared" in statements[0]
+    assert statements[0].startswith("SELECT set_config(")
+    assert "pg_advisory_xact_lock_shared" in statements[1]
     assert sum(s.startswith("WITH RECURSIVE gate") for s in statements) == 2  # one claim statement per queue
-    assert len(statements) == 3  # no BEGIN, no COMMIT: the pipeline's Sync ends the transaction
+    assert len(statements) == 4  # no BEGIN, no COMMIT: the pipeline's Sync ends the transaction
     assert _idle()
     assert row(job).state == JobState.LEASED
 
@@ -149,7 +150,8 @@ def test_a_failed_flight_is_rolled_back_and_the_connection_stays_usable() -> Non
 @pytest.mark.session_bound  # prepared statements live in the session
 def test_a_claim_runs_on_the_generic_plan_and_leaves_the_setting_behind() -> None:
     """Left to choose, PostgreSQL plans the claim statement afresh for every claim of a
-    connection whose first claims found nothing; a claim of its own asks for the generic plan."""
+    connection whose first claims found nothing; a claim of its own asks for the generic plan,
+    in a statement ahead of the others (the one that sets it is planned before it is set)."""
     store.set_concurrency_limit("limited", 2, actor="ops", now=T0)
     connection.ensure_connection()
     raw = connection.connection
@@ -165,11 +167,19 @@ def test_a_claim_runs_on_the_generic_plan_and_leaves_the_setting_behind() -> Non
                 ["%WITH RECURSIVE gate%"],
             )
             generic, custom = cursor.fetchone()
+            cursor.execute(
+                "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements"
+                " WHERE statement LIKE %s",
+                ["%pg_advisory_xact_lock_shared%"],
+            )
+            opened_generic, opened_custom = cursor.fetchone()
             cursor.execute("SHOW plan_cache_mode")
             mode = cursor.fetchone()[0]
             cursor.execute("SHOW enable_seqscan")
             seqscan = cursor.fetchone()[0]
         assert custom == 0
+        assert opened_custom == 0
+        assert opened_generic >= 14
         assert generic >= 14  # (a limited queue's claim also passes through the pipelined path)
         assert (mode, seqscan) == ("auto", "on")  # SET LOCAL: the claim's transaction only
     finally:
@@ -178,6 +188,32 @@ def test_a_claim_runs_on_the_generic_plan_and_leaves_the_setting_behind() -> Non
 
 def _success(claimed: Any, worker: str = WORKER) -> OutcomeReport:
     return OutcomeReport(job_id=claimed.job_id, worker_id=worker, attempt=claimed.attempt, outcome=Success())
+
+
+def test_an_outcome_batch_runs_on_generic_plans_and_leaves_the_setting_behind() -> None:
+    """Left to choose, PostgreSQL plans the first five runs of a prepared statement afresh and may
+    go on doing so (the check for waiting children did, at every batch, in the long-horizon
+    scenario); an outcome batch of its own asks for the generic plans."""
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = 0  # prepare every statement at its first run
+    try:
+        for _ in range(7):
+            enqueue()
+            claimed = _claim(["default"], max_jobs=1)
+            assert store.report_outcomes([_success(claimed[0])], now=T0) == [OutcomeResult.APPLIED]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE %s OR statement LIKE %s",
+                ["%jsonb_to_recordset%", "%reported AS MATERIALIZED%"],
+            )
+            plans = {" ".join(text.split()[:2]): (generic, custom) for text, generic, custom in cursor.fetchall()}
+            cursor.execute("SHOW plan_cache_mode")
+            mode = cursor.fetchone()[0]
+        assert plans == {"WITH input": (7, 0), "WITH reported": (7, 0)}
+        assert mode == "auto"  # the batch's transaction only
+    finally:
+        connection.close()  # the next test starts without these prepared statements
 
 
 def test_an_outcome_batch_is_begin_report_and_check_in_one_round_trip_then_commit() -> None:
@@ -228,7 +264,7 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
     and its generic plan is kept until the table's statistics change (an ANALYZE). Made with
     sequential scans allowed, it would read the whole jobs table and transition log at every claim
     as they grow (measured: hundreds of buffers a claim, growing); the claim's transaction plans
-    without them (``PIPELINED_OPEN``)."""
+    without them (``PIPELINED_SETTINGS``)."""
     import json
 
     from django.db import transaction
@@ -240,6 +276,7 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
     _truncate_and_analyze()
     params = claim_params("q")
     with transaction.atomic(), server_bound("default") as cursor:
+        cursor.execute(claims.PIPELINED_SETTINGS)
         cursor.execute(claims.PIPELINED_OPEN, {"queue_keys": queue_keys(["q"]), "queues": ["q"]})
         cursor.execute("EXPLAIN (FORMAT JSON) " + claims.CLAIM, params)
         (document,) = cursor.fetchone()

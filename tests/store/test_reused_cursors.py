@@ -103,6 +103,7 @@ def test_a_watched_connection_sees_every_hot_path_statement() -> None:
     with CaptureQueriesContext(connection) as captured:
         assert len(hot_path()) == 1
     statements = [" ".join(query["sql"].split()) for query in captured.captured_queries]
-    assert "pg_advisory_xact_lock_shared" in statements[0]
-    assert statements[1].startswith("WITH RECURSIVE gate")
+    assert statements[0].startswith("SELECT set_config(")
+    assert "pg_advisory_xact_lock_shared" in statements[1]
+    assert statements[2].startswith("WITH RECURSIVE gate")
     assert statements[-1] == "SELECT 7"

@@ -42,7 +42,8 @@ OPEN_CLAIM = f"{LOCK_QUEUES_SHARED};\n{statement('READ_QUEUE_SETTINGS')}"
 #: The same for a claim that is its own transaction: it also commits without waiting for the WAL
 #: flush and runs :data:`CLAIM` on its generic plan (see :func:`_open_claim`).
 OPEN_CLAIM_OWN = f"{statement('CLAIM_OWN_SETTINGS')}\n{OPEN_CLAIM}"
-#: The first statement of a pipelined claim.
+#: The first two statements of a pipelined claim: its settings, then its locks and reads.
+PIPELINED_SETTINGS = statement("PIPELINED_SETTINGS")
 PIPELINED_OPEN = statement("PIPELINED_OPEN")
 
 
@@ -203,14 +204,15 @@ def _claim_pipelined(
     which queues are under flow control) so that :meth:`PostgresClaims._claim_alone` serves the rest.
     """
     with pipelined_transaction(using, jobs=common["take"]) as tx:
-        opening, *claims = (tx.cursor() for _ in range(1 + len(queues)))
+        settings, opening, *claims = (tx.cursor() for _ in range(2 + len(queues)))
         with tx.round_trip():  # one transaction: its Sync, at the end of the block, commits it
+            settings.execute(PIPELINED_SETTINGS)
             opening.execute(PIPELINED_OPEN, {"queue_keys": queue_keys(queues), "queues": queues})
             floor_bounds = [floored.bounds(queue) for queue in queues]
             for index, (queue, claim_cursor) in enumerate(zip(queues, claims, strict=True)):
                 bounds = {"queue": queue, "before": queues[:index], "through": queues[: index + 1]}
                 claim_cursor.execute(CLAIM, {**common, **bounds, **floored.params(floor_bounds[index])})
-        *_, limited, flowing = opening.fetchone()
+        _, limited, flowing = opening.fetchone()
         worker, expiry = common["worker"], common["expiry"]
         reads = [
             (queue, bounds, c.fetchall())

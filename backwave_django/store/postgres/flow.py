@@ -19,6 +19,8 @@ from .statements import statement
 
 FLOW_LANES = statement("FLOW_LANES")
 FLOW_LOCK = statement("FLOW_LOCK")
+#: What a flow claim that is its own transaction sets first (as the plain claim's, sql/claims.sql).
+OWN_SETTINGS = statement("PIPELINED_SETTINGS")
 FLOW_USAGE = statement("FLOW_USAGE")
 FLOW_FETCH = statement("FLOW_FETCH")
 #: Lease the chosen jobs and record their use (see its comment in sql/flow.sql).
@@ -52,11 +54,13 @@ class PostgresFlowReads:
         self, tx: Pipelined, queue: str, take: int, now: datetime, *, queue_keys: Sequence[int] = ()
     ) -> None:
         """Send the survey's statements on ``tx``'s cursors, inside the caller's ``round_trip()``.
-        With ``queue_keys`` (a flow claim that is its own transaction) :data:`FLOW_LOCK` also
-        takes those queue locks first, and sets the transaction's asynchronous commit and generic
-        plan."""
+        With ``queue_keys`` (a flow claim that is its own transaction) :data:`OWN_SETTINGS` sets
+        the transaction's asynchronous commit and generic plan first, and :data:`FLOW_LOCK` also
+        takes those queue locks first."""
+        if queue_keys:
+            tx.cursor().execute(OWN_SETTINGS)
         locking, counting = self._sent = (tx.cursor(), tx.cursor())
-        locking.execute(FLOW_LOCK, {"queue": queue, "queue_keys": list(queue_keys), "own": bool(queue_keys)})
+        locking.execute(FLOW_LOCK, {"queue": queue, "queue_keys": list(queue_keys)})
         takes = dict.fromkeys([PLAIN_LANE, *self._ahead], take)
         counting.execute(FLOW_USAGE, {**_fetch_params(queue, takes, now), "default_period": DEFAULT_PERIOD})
 
@@ -72,7 +76,7 @@ class PostgresFlowReads:
         assert self._sent is not None
         locking, counting = self._sent
         self._sent = None
-        locked = set(locking.fetchone()[5])
+        locked = set(locking.fetchone()[1])
         lanes_json, used_json, gated, fetched_json = counting.fetchone()
         self.gated = gated and self._ungated_only
         self.had_lanes = bool(lanes_json)

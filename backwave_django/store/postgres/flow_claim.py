@@ -3,10 +3,10 @@ claim"): in the caller's transaction (:func:`claim_flow`, the exact path), or as
 its own in two or three round trips (:func:`claim_flow_alone`, the worker's case), all in one
 pipeline whose Sync ends the transaction (no ``BEGIN`` or ``COMMIT``, as in the pipelined claim):
 
-1. the survey (:meth:`PostgresFlowReads.send_survey`: the asynchronous commit, the generic plan,
-   the queue's shared lock and the buckets' locks in one statement, then their use with the plain
-   jobs and the lanes read ahead), whose results are read with a flush, not a Sync, so the
-   transaction goes on;
+1. the survey (:meth:`PostgresFlowReads.send_survey`: the asynchronous commit and the generic
+   plan, then the queue's shared lock and the buckets' locks in one statement, then their use with
+   the plain jobs and the lanes read ahead), whose results are read with a flush, not a Sync, so
+   the transaction goes on;
 2. the jobs of the lanes with room that were not read ahead with the plain ones (the lanes the
    queue's last claim admitted are: :data:`AHEAD_LANES`), if any (one :data:`FLOW_FETCH`);
 3. :data:`FLOW_LEASE` (the lease, its log, the slots and starts) and the Sync, which commits.

@@ -117,17 +117,24 @@ SELECT queue, paused, concurrency_limit FROM {queues} WHERE queue = ANY(%(queues
 SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan;
 SET LOCAL enable_seqscan = off; SET LOCAL jit = off;
 
--- name: PIPELINED_OPEN
--- The first statement of a pipelined claim: the asynchronous commit, the generic plan (made
--- without sequential scans and JIT, as CLAIM_OWN_SETTINGS says), the queues' shared locks (as LOCK_QUEUES_SHARED takes them), which of the queues are limited, and which
--- hold jobs under flow control (a probe of the claim index past lane 0 each) (read
--- beside the locks: this snapshot may predate a change the locks waited for, so it only picks the
--- path; the claim statements' own, later reads decide).
+-- name: PIPELINED_SETTINGS
+-- The first statement of a pipelined claim: the asynchronous commit, and the generic plan made
+-- without sequential scans and JIT (as CLAIM_OWN_SETTINGS says), for the statements after it. A
+-- statement of its own, with no parameters (so it is never planned again once prepared), ahead
+-- of PIPELINED_OPEN: a setting changes how the statements after it are planned, not the one that
+-- makes it, and PIPELINED_OPEN, planned under the default plan_cache_mode, got a custom plan at
+-- every call (docs/performance.md, "Planned once").
 SELECT set_config('synchronous_commit', 'off', true),
        set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true),
-       set_config('jit', 'off', true),
-       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+       set_config('jit', 'off', true)
+
+-- name: PIPELINED_OPEN
+-- The second statement of a pipelined claim: the queues' shared locks (as LOCK_QUEUES_SHARED
+-- takes them), which of the queues are limited, and which hold jobs under flow control (a probe
+-- of the claim index past lane 0 each) (read beside the locks: this snapshot may predate a change
+-- the locks waited for, so it only picks the path; the claim statements' own, later reads decide).
+SELECT (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT queue FROM {queues}
              WHERE queue = ANY(%(queues)s) AND concurrency_limit IS NOT NULL AND NOT paused),

@@ -28,22 +28,15 @@ SELECT lane, limit_keys FROM lanes
 -- as PIPELINED_OPEN does in sql/claims.sql; on the exact path the caller took them before and
 -- passes none), then the advisory locks of the buckets of %(queue)s's lanes above 0 (FLOW_LANES),
 -- in the order of their keys (PostgreSQL's hashtext of the limit name and the bucket), exclusive
--- until the transaction ends. With %(own)s (a transaction of its own) it first sets the
--- asynchronous commit and the generic plan without sequential scans or JIT for the rest of the
--- transaction, as PIPELINED_OPEN does;
--- otherwise it leaves the caller's settings alone. Returns the lanes whose buckets are now locked
--- (the sixth column). A statement of its own, before FLOW_USAGE, so that the counts' snapshot
--- follows the locks.
+-- until the transaction ends. (A flow claim that is its own transaction sends PIPELINED_SETTINGS,
+-- sql/claims.sql, before it.) Returns the lanes whose buckets are now locked (the second column).
+-- A statement of its own, before FLOW_USAGE, so that the counts' snapshot follows the locks.
 WITH lanes AS MATERIALIZED ({FLOW_LANES}),
 keys AS (
     SELECT DISTINCT hashtext((k->>0) || chr(31) || (k->>1)) AS key
     FROM lanes CROSS JOIN LATERAL jsonb_array_elements(lanes.limit_keys) AS k
 )
-SELECT CASE WHEN %(own)s THEN set_config('synchronous_commit', 'off', true) END,
-       CASE WHEN %(own)s THEN set_config('plan_cache_mode', 'force_generic_plan', true) END,
-       CASE WHEN %(own)s THEN set_config('enable_seqscan', 'off', true) END,
-       CASE WHEN %(own)s THEN set_config('jit', 'off', true) END,
-       (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
+SELECT (SELECT count(pg_advisory_xact_lock_shared({QUEUE_LOCK_CLASS}, key))
         FROM unnest(%(queue_keys)s::int[]) AS key),
        ARRAY(SELECT lane FROM lanes),
        (SELECT count(pg_advisory_xact_lock({LIMIT_LOCK_CLASS}, s.key))

@@ -1,13 +1,17 @@
 -- Outcomes: applying each attempt's result under its fence (store/postgres/outcomes.py).
 
 -- name: REPORT_OWN_SETTINGS
--- What an outcome batch that is its own transaction sets for that transaction only: its
--- statements are planned without sequential scans where an index serves (a statement prepared on
--- an empty or small table keeps a plan that scans it whole until the table is next analyzed, and
--- the jobs table grows between analyzes), and never compiled by JIT (a scan that has no index,
--- of a small table, keeps the cost that disables it, which would otherwise call for JIT at every
--- run). docs/performance.md, "The claim's plan".
-SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)
+-- What an outcome batch that is its own transaction sets for that transaction only, in a
+-- statement of its own ahead of the others (a setting changes how the statements after it are
+-- planned): its statements run on their generic plans (left to choose, PostgreSQL may plan
+-- ENDED_WITH_CHILDREN afresh at every batch, and does so again after each ANALYZE that tips its
+-- estimates), planned without sequential scans where an index serves (a statement prepared on an
+-- empty or small table keeps a plan that scans it whole until the table is next analyzed, and the
+-- jobs table grows between analyzes), and never compiled by JIT (a scan that has no index, of a
+-- small table, keeps the cost that disables it, which would otherwise call for JIT at every run).
+-- docs/performance.md, "The claim's plan" and "Planned once".
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true)
 
 -- name: REPORT
 -- Apply a batch of outcomes, each under its fence: lock the reported rows by job_id (the unique
