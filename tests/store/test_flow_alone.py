@@ -180,3 +180,30 @@ def test_a_queue_whose_flow_jobs_are_gone_goes_back_to_the_pipelined_claim() -> 
     assert claimed == [later]
     assert statements[0].startswith("SELECT set_config")
     assert _count(statements, "WITH RECURSIVE gate") == 1
+
+
+def test_the_flow_claim_runs_on_generic_plans_and_leaves_the_settings_behind() -> None:
+    """As the plain claim's (tests/store/test_pipelined.py): its settings come first, in a statement
+    of their own, so the bucket locks, their use and the lease are all planned once, not at each
+    claim."""
+    declare(api=LimitValues(100, None, 1.0))
+    connection.ensure_connection()
+    connection.connection.prepare_threshold = 0  # prepare every statement at its first run
+    try:
+        for _ in range(8):
+            job = enqueue_flow(queue="f", keys=(("api", "a"),))
+            assert _claim(["f"], max_jobs=1) == [job]
+            assert report(job, now=T0).name == "APPLIED"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT left(statement, 30), generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE %s OR statement LIKE %s",
+                ["%pg_advisory_xact_lock(%", "WITH leased AS%"],
+            )
+            plans = {text.split()[1]: (generic, custom) for text, generic, custom in cursor.fetchall()}
+            cursor.execute("SHOW plan_cache_mode")
+            mode = cursor.fetchone()[0]
+        assert plans == {"lanes": (8, 0), "leased": (8, 0)}, plans
+        assert mode == "auto"
+    finally:
+        connection.close()  # the next test starts without these prepared statements
