@@ -97,9 +97,10 @@ class UnitOfWork:
         self.appended: dict[int, int] = {}
         self.transitions: list[JobTransition] = []
         self.tags: list[JobTag] = []
-        #: Queues of rows this operation made claimable at once (Scheduled, due now): their idle
-        #: workers are hinted when it flushes (delivered on commit).
-        self.hinted: set[str] = set()
+        #: Queues of rows this operation made claimable at once (Scheduled, due now), each with the
+        #: earliest of their due times: their idle workers are hinted when it flushes (delivered on
+        #: commit), and lower their claim floors to that time (core/claim_floors.py).
+        self.hinted: dict[str, datetime] = {}
 
     def set(self, row: Row, **fields: Any) -> None:
         """Record new field values for ``row`` (mirrored onto the in-memory row)."""
@@ -123,7 +124,7 @@ class UnitOfWork:
         job's parent, or its previous attempt, claims again on that hint, not by guesswork)."""
         self.set(row, state=state, **fields)
         if state == JobState.SCHEDULED and row.due_time <= self.now:
-            self.hinted.add(row.queue)
+            self.hinted[row.queue] = min(row.due_time, self.hinted.get(row.queue, row.due_time))
         self.appended[row.sequence] = self.appended.get(row.sequence, 0) + 1
         ordinal = row.next_ordinal
         row.next_ordinal += 1
@@ -166,8 +167,8 @@ class UnitOfWork:
             trim_transitions(using, self.transitions, self.settings.max_transitions_per_job)
         if self.tags:
             JobTag.objects.using(using).bulk_create(self.tags, ignore_conflicts=True)
-        for queue in sorted(self.hinted):
-            notify(using, queue)
+        for queue, due in sorted(self.hinted.items()):
+            notify(using, queue, due=due)
         self.hinted.clear()
         self.updates.clear()
         self.appended.clear()

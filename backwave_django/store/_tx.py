@@ -76,7 +76,8 @@ def notify(using: str, queue: str, *, channel: str = HINT_CHANNEL, due: datetime
     """Send a wake-up hint naming ``queue`` (or, on ``CANCEL_CHANNEL``, a job id): PostgreSQL only;
     inside a transaction it is delivered on commit. ``due``: the earliest due time of the jobs it
     made claimable, when they may be due before what workers have claimed (an enqueue, a
-    schedule's instances; see ``notifications.HINT_CHANNEL``)."""
+    schedule's instances, an attempt given back or a dependent released by an outcome; see
+    ``notifications.HINT_CHANNEL``)."""
     if hints_sent(using):
         notifications.notify(using, notifications.hint_payload(queue, due), channel=channel)
 

@@ -16,10 +16,11 @@ import pytest
 from django.db import connections
 
 from backwave_django import store
-from backwave_django.core.outcomes import Failure, Snoozed
+from backwave_django.core.outcomes import Failure, OutcomeReport, Snoozed
 from backwave_django.database import listen_database
+from backwave_django.store.postgres.notifications import hint_payload
 
-from ..conftest import T0, enqueue, force_portable, lease, new_job, report
+from ..conftest import T0, WORKER, enqueue, force_portable, lease, new_job, report
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -69,7 +70,8 @@ def test_an_attempt_given_back_due_now_hints_its_queue_and_one_due_later_does_no
     now_job, later_job = enqueue(queue="snoozing"), enqueue(queue="failing")
     lease("snoozing")
     lease("failing")
-    assert hints(lambda: report(now_job, Snoozed(next_due_time=T0))) == ["snoozing"]
+    # With its due time: a worker whose claim floors are past it reads the queue from there.
+    assert hints(lambda: report(now_job, Snoozed(next_due_time=T0))) == [hint_payload("snoozing", T0)]
     later = Failure(next_due_time=T0 + timedelta(minutes=5), error="boom")
     assert hints(lambda: report(later_job, later)) == []
 
@@ -78,7 +80,7 @@ def test_a_lease_of_a_queue_with_a_concurrency_limit_hints_its_queue(path: str, 
     store.set_concurrency_limit("limited", 1, actor="op", now=T0)
     job = enqueue(queue="limited")
     lease("limited")
-    assert hints(lambda: report(job)) == ["limited"]
+    assert hints(lambda: report(job)) == ["limited"]  # no job of it became due: no due time
 
 
 def test_a_released_dependent_hints_its_own_queue(path: str, hints: Any) -> None:
@@ -86,5 +88,16 @@ def test_a_released_dependent_hints_its_own_queue(path: str, hints: Any) -> None
     child = new_job(queue="children", parents=[parent])
     store.enqueue(child, now=T0)
     lease("parents")
-    assert hints(lambda: report(parent)) == ["children"]
+    assert hints(lambda: report(parent)) == [hint_payload("children", T0)]
     assert [c.job_id for c in lease("children")] == [child.job_id]
+
+
+def test_a_batch_hints_each_queue_once_with_the_earliest_due_time_it_gave_back(path: str, hints: Any) -> None:
+    first, second = enqueue(queue="snoozing"), enqueue(queue="snoozing")
+    lease("snoozing")
+    earlier = T0 - timedelta(seconds=30)
+    reports = [
+        OutcomeReport(job_id=first, worker_id=WORKER, attempt=1, outcome=Snoozed(next_due_time=T0)),
+        OutcomeReport(job_id=second, worker_id=WORKER, attempt=1, outcome=Snoozed(next_due_time=earlier)),
+    ]
+    assert hints(lambda: store.report_outcomes(reports, now=T0)) == [hint_payload("snoozing", earlier)]

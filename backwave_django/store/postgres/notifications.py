@@ -11,8 +11,9 @@ from .statements import statement
 
 #: PostgreSQL channel that carries wake-up hints; the payload is the queue name, followed, when the
 #: hint made jobs claimable that may be due before what workers have claimed (an enqueue, a
-#: schedule's instances), by ``=`` and the earliest of their due times in seconds since the epoch
-#: (``sql/inserts.sql`` writes it too; queue names hold no ``=``). A worker that hears it reads
+#: schedule's instances, an attempt given back due now, a released dependent), by ``=`` and the
+#: earliest of their due times in seconds since the epoch (``HINT_PAYLOAD`` in
+#: ``sql/notifications.sql`` writes it too; queue names hold no ``=``). A worker that hears it reads
 #: the queue from that due time at its next claim (``core/claim_floors.py``).
 HINT_CHANNEL = "backwave_hints"
 #: PostgreSQL channel that carries cancel requests to the workers; the payload is the job id.

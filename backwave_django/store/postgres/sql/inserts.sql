@@ -111,7 +111,7 @@ ON CONFLICT (job_id) DO NOTHING
 -- The wake-up hints of the queues that got a job due now, each with the earliest due time of its
 -- jobs (store/postgres/notifications.py, HINT_CHANNEL: a worker reads the queue from there).
 , hinted AS (
-    SELECT pg_notify(%(channel)s, queue || '=' || to_char(extract(epoch FROM due), 'FM9999999999990.000000'))
+    SELECT pg_notify(%(channel)s, {HINT_PAYLOAD})
     FROM (SELECT queue, min(due_time) AS due FROM inserted WHERE due_time <= %(now)s GROUP BY queue) AS due
 )
 

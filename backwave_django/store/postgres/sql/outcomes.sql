@@ -55,13 +55,16 @@ WITH input AS (
               j.lane, j.queue, j.due_time
 ), hinted AS (
     -- The idle workers of a queue are told (on commit) when this batch made one of its jobs
-    -- claimable at once: an attempt given back due now (a retry or snooze without delay), or any
+    -- claimable at once: an attempt given back due now (a retry or snooze without delay), with
+    -- the earliest such due time (a worker whose claim floors are past it lowers them), or any
     -- lease of a queue with a concurrency limit (it no longer counts against the limit). Read by
     -- the final SELECT, so that it runs. (Freed flow-control slots hint below.)
-    SELECT pg_notify(%(hint_channel)s, h.queue)
-    FROM (SELECT DISTINCT a.queue FROM applied AS a
+    SELECT pg_notify(%(hint_channel)s, {HINT_PAYLOAD})
+    FROM (SELECT a.queue, min(a.due_time) FILTER (WHERE a.state = {SCHEDULED} AND a.due_time <= %(now)s) AS due
+          FROM applied AS a
           WHERE (a.state = {SCHEDULED} AND a.due_time <= %(now)s)
-             OR a.queue IN (SELECT s.queue FROM {queues} AS s WHERE s.concurrency_limit IS NOT NULL)) AS h
+             OR a.queue IN (SELECT s.queue FROM {queues} AS s WHERE s.concurrency_limit IS NOT NULL)
+          GROUP BY a.queue) AS h
 ), freed AS (
     -- The lease ended: the job's concurrency slots are free (flow control; docs/store.md, "The flow
     -- claim"), and the idle workers of its queue are told (on commit). Plain jobs (lane 0) have no
