@@ -46,6 +46,8 @@ class ClaimPacing:
         self.hinted = False
         #: When a rate limit holding back due jobs admits one again (the last claim found nothing).
         self.opens_at: float | None = None
+        #: The last claim may have come a moment before a window slid (see :meth:`answered`).
+        self.early = False
         #: The worker's hint listener (``worker/hints.py``), once it runs: while it hears the hints
         #: the store sends for every change that makes a job claimable, and no rate limit (which no
         #: hint announces) is declared, a short claim waits for a hint or the poll interval, not
@@ -60,12 +62,16 @@ class ClaimPacing:
         self.last_at = now
         self.last_empty = self.last_short = False  # until it answers (a claim that fails may retry)
 
-    def answered(self, got: int, asked: int, opens_in: float | None = None) -> None:
-        """The claim found ``got`` of ``asked``; ``opens_in``: seconds until a rate limit that holds
-        due jobs back admits one again (the claim found nothing), or None."""
+    def answered(self, got: int, asked: int, opens_at: float | None = None) -> None:
+        """The claim found ``got`` of ``asked``; ``opens_at``: when a rate limit that holds due
+        jobs back admits one again (the claim found nothing), or None."""
         self.last_empty = got == 0
         self.last_short = got < asked
-        self.opens_at = None if opens_in is None else self.last_at + max(opens_in, 0.0)
+        # With rate limits declared, a claim that found nothing when no bucket was rate-held by the
+        # look that followed it may have come a moment early: a window slid in between (no hint
+        # announces that). Claim again at once, and only once, rather than at the poll interval.
+        self.early = got == 0 and opens_at is None and self.rates_declared and not self.early
+        self.opens_at = self.last_at if self.early else opens_at
 
     def changed(self) -> None:
         """An outcome batch landed: the next claim goes at once (unless the store's hints announce
@@ -85,6 +91,12 @@ class ClaimPacing:
         if self.hinted or (not self.last_short and (not running or free >= batch)):
             return True
         return now >= self.next_partial()
+
+    def wake_at(self, running: bool) -> float | None:
+        """When the sleeping pump wakes to claim by itself: a partial batch's time while jobs run,
+        and, running or not, the moment a rate limit that held the last claim back admits a job
+        again (:attr:`opens_at`); None: at the poll interval, or at a hint."""
+        return self.next_partial() if running or self.opens_at is not None else None
 
     def next_partial(self) -> float:
         """When a partial batch is claimed anyway."""

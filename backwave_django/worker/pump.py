@@ -567,12 +567,11 @@ class Worker:
             if not claimed:
                 break
         # Found nothing: if a rate limit holds due jobs back, claim again when its window slides.
-        opens_in = None
-        if not claimed_total and self.pacing.rates_declared:
-            now = clock.now()
-            if (opens := store.held_until(queues=self.queues, now=now)) is not None:
-                opens_in = (opens - now).total_seconds()
-        self.pacing.answered(claimed_total, asked, opens_in)
+        opens_at = None  # (read on both clocks at once: waking early would find it still held)
+        held = not claimed_total and self.pacing.rates_declared
+        if held and (opens := store.held_until(queues=self.queues, now=clock.now())) is not None:
+            opens_at = time.monotonic() + (opens - clock.now()).total_seconds()
+        self.pacing.answered(claimed_total, asked, opens_at)
         return claimed_total
 
     def _running(self, job: ClaimedJob, now: datetime) -> Running:
@@ -592,8 +591,8 @@ class Worker:
         if self.outbox and self.writing is None:  # (a busy writer wakes the pump when it is done)
             flush_at = max(self.outbox_since + OUTCOME_LINGER_SECONDS, self.write_not_before)
             timeout = min(timeout, max(flush_at - now_mono, 0.0))
-        if self.running and self._free_slots() > 0 and not self.stopping:
-            timeout = min(timeout, max(self.pacing.next_partial() - now_mono, 0.0))
+        if self._free_slots() > 0 and not self.stopping and (at := self.pacing.wake_at(bool(self.running))):
+            timeout = min(timeout, max(at - now_mono, 0.0))
         if self.progress_pending:
             timeout = min(timeout, max(self.next_progress - now_mono, 0.0))
         self.wakeup.wait(timeout)

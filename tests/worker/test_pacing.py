@@ -81,21 +81,58 @@ def test_an_empty_claim_held_back_by_a_rate_limit_claims_again_when_its_window_s
     pacing: ClaimPacing,
 ) -> None:
     pacing.sending(100.0)
-    pacing.answered(0, 32, opens_in=0.25)
+    pacing.answered(0, 32, opens_at=100.25)
     assert not pacing.due(free=39, batch=BATCH, running=False, now=100.2)
     assert pacing.due(free=39, batch=BATCH, running=False, now=100.25)
+    # ... and the pump, with nothing running, sleeps until then (not for the poll interval).
+    assert pacing.wake_at(False) == pytest.approx(100.25)
+
+
+def test_an_idle_pump_sleeps_until_the_poll_or_a_hint_and_a_busy_one_until_a_partial_batch(
+    pacing: ClaimPacing,
+) -> None:
+    pacing.sending(100.0)
+    pacing.answered(3, 32)
+    assert pacing.wake_at(False) is None
+    assert pacing.wake_at(True) == pytest.approx(100.0 + CLAIM_LINGER_SECONDS)
+
+
+def test_a_claim_a_moment_before_the_window_opened_is_sent_again_at_once_and_only_once(
+    pacing: ClaimPacing,
+) -> None:
+    pacing.rates_declared = True
+    pacing.sending(100.0)
+    pacing.answered(0, 32, opens_at=100.25)
+    pacing.sending(100.25)
+    pacing.answered(0, 32)  # found nothing, and by the look after it nothing was held any longer
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.26)
+    assert pacing.wake_at(False) == pytest.approx(100.25)
+    pacing.sending(100.26)
+    pacing.answered(0, 32)  # still nothing: held by something else than a rate (a hint will come)
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.3)
+    assert pacing.wake_at(False) is None
+    pacing.sending(101.26)
+    pacing.answered(0, 32)  # at the poll: found nothing again, so one more at once ...
+    assert pacing.due(free=39, batch=BATCH, running=False, now=101.27)
+    pacing.sending(101.27)
+    pacing.answered(0, 32)  # ... and then only at the next poll
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=101.3)
+    pacing.rates_declared = False
+    pacing.sending(102.27)
+    pacing.answered(0, 32)  # without a rate limit, no window slides unannounced: no repeat
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=102.3)
 
 
 def test_a_window_sliding_after_the_poll_interval_waits_for_the_poll_only(pacing: ClaimPacing) -> None:
     pacing.sending(100.0)
-    pacing.answered(0, 32, opens_in=5.0)
+    pacing.answered(0, 32, opens_at=105.0)
     assert not pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL - 0.01)
     assert pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL)
 
 
 def test_a_claim_that_took_jobs_forgets_the_window(pacing: ClaimPacing) -> None:
     pacing.sending(100.0)
-    pacing.answered(0, 32, opens_in=0.25)
+    pacing.answered(0, 32, opens_at=100.25)
     _claimed(pacing, got=0, asked=32, at=101.0)
     assert not pacing.due(free=39, batch=BATCH, running=False, now=101.5)
 

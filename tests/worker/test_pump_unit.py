@@ -320,6 +320,15 @@ def test_an_empty_claim_held_back_by_a_rate_limit_wakes_when_the_window_slides(
         assert asked == [("default",)]
         assert worker.pacing.opens_at is not None
         assert worker.pacing.next_partial() == pytest.approx(worker.pacing.last_at + 0.25)
+        # With nothing running (the jobs it let through were short), it sleeps until then, not
+        # for the poll interval: a binding rate is used whole.
+        worker.next_heartbeat = time.monotonic() + 60
+        timeouts: list[float] = []
+        monkeypatch.setattr(worker.wakeup, "wait", lambda timeout: timeouts.append(timeout))
+        assert not worker.running
+        worker._sleep()
+        assert timeouts[0] == pytest.approx(0.25, abs=0.1)
+        assert worker.settings.poll_interval.total_seconds() >= 1
     finally:
         worker.executor.shutdown()
 
