@@ -96,12 +96,14 @@ class ClaimFloors:
         (one that took nothing, paused or gated, may not have read the queue)."""
         lag = self.heard_lag if self._heard else self.lag
         levels = self._levels.setdefault(queue, {})
+        leased = False
         for priority, due_time in jobs:
+            leased = True
             floor = due_time - lag
             if priority not in levels or levels[priority] < floor:
                 levels[priority] = floor
-            if bounds.full:
-                self._scanned[queue] = now
+        if leased and bounds.full:
+            self._scanned[queue] = now
 
     def lower(self, queue: str, due: datetime) -> None:
         """A hint says jobs of ``queue`` due from ``due`` became claimable: the next claim of the

@@ -271,12 +271,12 @@ def test_the_claims_generic_plan_made_on_an_empty_table_reads_by_index() -> None
 
     from backwave_django.store.postgres import claims
     from backwave_django.store.postgres.connection import server_bound
-    from backwave_django.store.postgres.queues import queue_keys
+    from backwave_django.store.postgres.queues import PIPELINED_SETTINGS, queue_keys
 
     _truncate_and_analyze()
     params = claim_params("q")
     with transaction.atomic(), server_bound("default") as cursor:
-        cursor.execute(claims.PIPELINED_SETTINGS)
+        cursor.execute(PIPELINED_SETTINGS)
         cursor.execute(claims.PIPELINED_OPEN, {"queue_keys": queue_keys(["q"]), "queues": ["q"]})
         cursor.execute("EXPLAIN (FORMAT JSON) " + claims.CLAIM, params)
         (document,) = cursor.fetchone()

@@ -31,7 +31,7 @@ from .claimed import claimed_jobs
 from .connection import fetch_bound, own_transaction, pipelined_transaction
 from .flow import flow_queues
 from .flow_claim import claim_flow, claim_flow_alone
-from .queues import LOCK_QUEUES_SHARED, queue_keys
+from .queues import LOCK_QUEUES_SHARED, PIPELINED_SETTINGS, queue_keys
 from .statements import statement
 
 #: Lease up to ``take`` due jobs of one queue (see its comment in sql/claims.sql).
@@ -42,8 +42,8 @@ OPEN_CLAIM = f"{LOCK_QUEUES_SHARED};\n{statement('READ_QUEUE_SETTINGS')}"
 #: The same for a claim that is its own transaction: it also commits without waiting for the WAL
 #: flush and runs :data:`CLAIM` on its generic plan (see :func:`_open_claim`).
 OPEN_CLAIM_OWN = f"{statement('CLAIM_OWN_SETTINGS')}\n{OPEN_CLAIM}"
-#: The first two statements of a pipelined claim: its settings, then its locks and reads.
-PIPELINED_SETTINGS = statement("PIPELINED_SETTINGS")
+#: The second statement of a pipelined claim, after its settings (``queues.PIPELINED_SETTINGS``):
+#: its locks and reads.
 PIPELINED_OPEN = statement("PIPELINED_OPEN")
 
 

@@ -15,12 +15,11 @@ from ...core.limits import CLOCK_MARGIN_SECONDS, PLAIN_LANE, stored_limit_keys
 from ..flow import Survey
 from ..limits import DEFAULT_PERIOD, Bounds, SettingsRow, Usage, counted_limits, settings_in_force
 from .connection import Pipelined, fetch_bound, pipelined_transaction
+from .queues import PIPELINED_SETTINGS
 from .statements import statement
 
 FLOW_LANES = statement("FLOW_LANES")
 FLOW_LOCK = statement("FLOW_LOCK")
-#: What a flow claim that is its own transaction sets first (as the plain claim's, sql/claims.sql).
-OWN_SETTINGS = statement("PIPELINED_SETTINGS")
 FLOW_USAGE = statement("FLOW_USAGE")
 FLOW_FETCH = statement("FLOW_FETCH")
 #: Lease the chosen jobs and record their use (see its comment in sql/flow.sql).
@@ -54,11 +53,11 @@ class PostgresFlowReads:
         self, tx: Pipelined, queue: str, take: int, now: datetime, *, queue_keys: Sequence[int] = ()
     ) -> None:
         """Send the survey's statements on ``tx``'s cursors, inside the caller's ``round_trip()``.
-        With ``queue_keys`` (a flow claim that is its own transaction) :data:`OWN_SETTINGS` sets
+        With ``queue_keys`` (a flow claim that is its own transaction) :data:`PIPELINED_SETTINGS` sets
         the transaction's asynchronous commit and generic plan first, and :data:`FLOW_LOCK` also
         takes those queue locks first."""
         if queue_keys:
-            tx.cursor().execute(OWN_SETTINGS)
+            tx.cursor().execute(PIPELINED_SETTINGS)
         locking, counting = self._sent = (tx.cursor(), tx.cursor())
         locking.execute(FLOW_LOCK, {"queue": queue, "queue_keys": list(queue_keys)})
         takes = dict.fromkeys([PLAIN_LANE, *self._ahead], take)

@@ -12,6 +12,9 @@ from .statements import statement
 
 LOCK_QUEUES_SHARED = statement("LOCK_QUEUES_SHARED")
 LOCK_QUEUES_EXCLUSIVE = statement("LOCK_QUEUES_EXCLUSIVE")
+#: What a claim that is its own transaction sends first, the plain claim's and the flow claim's
+#: alike (sql/claims.sql says why it is a statement of its own).
+PIPELINED_SETTINGS = statement("PIPELINED_SETTINGS")
 
 
 def queue_key(queue: str) -> int:
