@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "MAINTENANCE_INTERVAL": timedelta(seconds=5),
     "CONCURRENCY": 20,
     "PREFETCH": None,  # leases held ready beyond the busy slots; None: fill a claim batch (worker.md)
+    "BATCH_WINDOW": timedelta(0),  # how long a claim or an outcome write may wait for company (worker.md)
     "JOB_TIMEOUT": None,  # None: handlers run without a time limit unless their job sets one
     "TIMEOUT_GRACE": timedelta(seconds=10),  # after a timeout, how long a sync handler has to stop
     "RETRY": {"MAX_ATTEMPTS": 10, "BACKOFF": None},  # None: min(2 ** attempt, 300) seconds
@@ -105,6 +106,7 @@ class BackWaveSettings:
     maintenance_interval: timedelta
     concurrency: int
     prefetch: int | None
+    batch_window: timedelta
     job_timeout: timedelta | None
     timeout_grace: timedelta
     retry: RetryPolicy
@@ -134,8 +136,28 @@ def _duration(value: Any, key: str, errors: list[str], *, allow_zero: bool = Fal
         return timedelta(seconds=1)
     result = value if isinstance(value, timedelta) else timedelta(seconds=value)
     if result < timedelta(0) or (result == timedelta(0) and not allow_zero):
-        errors.append(f"{key} must be greater than zero, got {value!r}.")
+        bound = "zero or more" if allow_zero else "greater than zero"
+        errors.append(f"{key} must be {bound}, got {value!r}.")
     return result
+
+
+#: The longest ``BATCH_WINDOW``: the latency it adds to every job stays under a second.
+MAX_BATCH_WINDOW = timedelta(seconds=1)
+
+
+def _batch_window(value: Any, lease_left: timedelta, errors: list[str]) -> timedelta:
+    """``BATCH_WINDOW``: a duration from zero (the default: nothing waits) to one second, and
+    shorter than ``lease_left``, the least a finished job's lease has left (its lease less the
+    heartbeat interval: a lease is renewed only while its job runs)."""
+    window = _duration(value, "BATCH_WINDOW", errors, allow_zero=True)
+    if window > MAX_BATCH_WINDOW:
+        errors.append(f"BATCH_WINDOW must be at most one second, got {value!r}.")
+    elif window and window >= lease_left:
+        errors.append(
+            f"BATCH_WINDOW ({window}) must be shorter than LEASE_DURATION less HEARTBEAT_INTERVAL "
+            f"({lease_left}): a finished job's outcome would wait past its lease."
+        )
+    return window
 
 
 def _flag(value: Any, key: str, errors: list[str]) -> bool:
@@ -282,6 +304,7 @@ def load(user: Any) -> tuple[BackWaveSettings, list[str]]:
     resolved = BackWaveSettings(
         **ints,
         prefetch=prefetch,
+        batch_window=_batch_window(merged["BATCH_WINDOW"], lease - heartbeat, errors),
         lease_duration=lease,
         heartbeat_interval=heartbeat,
         poll_interval=_duration(merged["POLL_INTERVAL"], "POLL_INTERVAL", errors),

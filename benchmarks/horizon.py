@@ -33,6 +33,7 @@ import psycopg
 from . import raw
 from .harness import ProcStat, parse_stat, percentile, scalar
 from .load import MARK, SteadyLoad, conninfo_of, private_database, server
+from .settings import BATCH_WINDOW_ENV
 
 if TYPE_CHECKING:
     from .measures import Context
@@ -381,6 +382,8 @@ def _run_phases(
 def horizon(ctx: Context) -> dict[str, Any]:
     """The scenario on a private cluster, started here and stopped and removed on every way out."""
     with private_database(ctx, DATABASE) as (cluster, conn, env):
+        if ctx.horizon_batch_window_ms:
+            env = {**env, BATCH_WINDOW_ENV: f"{ctx.horizon_batch_window_ms:g}"}
         server_settings = server(conn, cluster)
         warmup_s = min(5.0, ctx.horizon_phase / 4)
         timings = cluster.folder / "enqueues.txt"
@@ -418,6 +421,7 @@ def horizon(ctx: Context) -> dict[str, Any]:
         "concurrency": ctx.concurrency,
         "phase_s": ctx.horizon_phase,
         "hold_s": ctx.horizon_hold,
+        "batch_window_ms": ctx.horizon_batch_window_ms,
         "held_xid": held_xid,
         "warmup_s": warmup_s,
         "phases": phases,
@@ -497,11 +501,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _window(ms: float | None) -> str:
+    return f" with `BATCH_WINDOW` {ms:g} ms" if ms else ""
+
+
 def heading(result: dict[str, Any]) -> str:
     server = result["server"]
     return (
         f"Long-horizon scenario: {result['rate']:g} jobs/s offered by `noop.enqueue()` (one per "
-        f"transaction), one `backwave_worker --concurrency {result['concurrency']}`, phases clean "
+        f"transaction), one `backwave_worker --concurrency {result['concurrency']}`"
+        f"{_window(result.get('batch_window_ms'))}, phases clean "
         f"{result['phase_s']:g} s → held (idle in a REPEATABLE READ transaction with xid "
         f"{result['held_xid']}) {result['hold_s']:g} s → "
         f"recovery {result['phase_s']:g} s; PostgreSQL {server['server_version']} on a {server['kind']}, "

@@ -64,6 +64,8 @@ class Context:
     horizon_rate: float = 200.0
     horizon_phase: float = 60.0
     horizon_hold: float = 300.0
+    #: The worker's ``BATCH_WINDOW`` there, in milliseconds (0: none).
+    horizon_batch_window_ms: float = 0.0
     #: The retention scenario (benchmarks/retention.py): jobs/s offered, minutes run, seconds
     #: Succeeded jobs are kept, seconds between samples.
     retention_rate: float = 200.0

@@ -103,6 +103,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds of the long-horizon held-transaction phase (default 300, 60 with --quick)",
     )
     parser.add_argument(
+        "--horizon-batch-window",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the worker's BATCH_WINDOW in the long-horizon scenario, in milliseconds (default 0: "
+        "none; at most 1000; docs/worker.md)",
+    )
+    parser.add_argument(
         "--retention-rate",
         type=float,
         default=200.0,
@@ -144,6 +152,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.horizon_hold = 60.0 if args.quick else 300.0
     if min(args.horizon_rate, args.horizon_phase, args.horizon_hold) <= 0:
         parser.error("--horizon-rate, --horizon-phase and --horizon-hold must be positive")
+    if not 0 <= args.horizon_batch_window <= 1000:
+        parser.error("--horizon-batch-window must be 0 to 1000 milliseconds")
     if args.retention_minutes is None:
         args.retention_minutes = 3.0 if args.quick else 10.0
     if min(args.retention_rate, args.retention_minutes, args.retention_keep, args.retention_interval) <= 0:
@@ -684,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
             horizon_rate=args.horizon_rate,
             horizon_phase=args.horizon_phase,
             horizon_hold=args.horizon_hold,
+            horizon_batch_window_ms=args.horizon_batch_window,
             retention_rate=args.retention_rate,
             retention_minutes=args.retention_minutes,
             retention_keep=args.retention_keep,

@@ -11,6 +11,8 @@ import os
 from datetime import timedelta
 
 SECRET_KEY = "backwave-bench-not-secret"
+#: The worker's BATCH_WINDOW in milliseconds, for the long-horizon scenario (benchmarks/horizon.py).
+BATCH_WINDOW_ENV = "BACKWAVE_BENCH_BATCH_WINDOW_MS"
 USE_TZ = True
 TIME_ZONE = "UTC"
 DEBUG = False  # DEBUG=True keeps every query in memory: it would distort the RSS measurement
@@ -57,6 +59,8 @@ BACKWAVE = {
     # The contract's 32 unless BACKWAVE_BENCH_MAX_CLAIM_BATCH measures another ("Tuning" in
     # docs/performance.md).
     "MAX_CLAIM_BATCH": int(os.environ.get("BACKWAVE_BENCH_MAX_CLAIM_BATCH", "32")),
+    # Zero (none) unless the long-horizon scenario measures one (--horizon-batch-window, docs/worker.md).
+    "BATCH_WINDOW": float(os.environ.get(BATCH_WINDOW_ENV, "0")) / 1000,
 }
 
 # Quiet by default. The harness raises the worker subprocesses to INFO (one line per worker start

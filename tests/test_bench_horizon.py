@@ -278,6 +278,16 @@ def test_the_command_line_wires_the_scenario_and_its_lengths() -> None:
     assert (chosen.horizon_rate, chosen.horizon_phase, chosen.horizon_hold) == (50.0, 25.0, 40.0)
     with pytest.raises(SystemExit):
         run.parse_args(["--horizon-hold", "0"])
+    assert full.horizon_batch_window == 0.0
+    assert run.parse_args(["--horizon-batch-window", "20"]).horizon_batch_window == 20.0
+    with pytest.raises(SystemExit):
+        run.parse_args(["--horizon-batch-window", "1500"])
+
+
+def test_the_heading_names_a_batch_window_only_when_one_was_measured() -> None:
+    assert "BATCH_WINDOW" not in horizon.heading(result(4.0, 6.5))
+    windowed = {**result(4.0, 6.5), "batch_window_ms": 20.0}
+    assert "`backwave_worker --concurrency 8` with `BATCH_WINDOW` 20 ms, phases" in horizon.heading(windowed)
 
 
 def test_the_private_server_gets_its_port_socket_folder_and_settings() -> None:

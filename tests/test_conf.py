@@ -19,6 +19,7 @@ def test_defaults_match_the_documented_values():
     assert s.poll_interval == timedelta(seconds=1)
     assert s.maintenance_interval == timedelta(seconds=5)
     assert s.concurrency == 20
+    assert s.batch_window == timedelta(0)
     assert s.retry.max_attempts == 10
     assert s.retention_succeeded_or_cancelled == timedelta(hours=24)
     assert s.retention_dead_lettered_or_quarantined == timedelta(days=14)
@@ -34,6 +35,15 @@ def test_settings_accept_seconds_and_reload_on_change(backwave_settings):
     assert s.history is HistoryPolicy.TRANSITIONS
     assert s.retention_succeeded_or_cancelled is None
     assert s.retention_dead_lettered_or_quarantined == timedelta(days=14)
+
+
+def test_batch_window_takes_zero_up_to_one_second(backwave_settings):
+    backwave_settings(BATCH_WINDOW=0.02)
+    assert get_settings().batch_window == timedelta(milliseconds=20)
+    backwave_settings(BATCH_WINDOW=timedelta(seconds=1))
+    assert get_settings().batch_window == timedelta(seconds=1)
+    backwave_settings(BATCH_WINDOW=0)
+    assert get_settings().batch_window == timedelta(0)
 
 
 def test_environment_switch_downgrades_failure_detail(monkeypatch):
@@ -56,6 +66,13 @@ def test_environment_switch_downgrades_failure_detail(monkeypatch):
         ({"MAX_WIRE_NAME_LENGTH": 300}, "at most 255"),
         ({"PRUNE_SCHEDULES": "yes"}, "PRUNE_SCHEDULES must be True or False"),
         ({"CONSOLE_BULK_LIMIT": 0}, "CONSOLE_BULK_LIMIT must be a positive int"),
+        ({"BATCH_WINDOW": 1.5}, "BATCH_WINDOW must be at most one second, got 1.5"),
+        ({"BATCH_WINDOW": -0.01}, "BATCH_WINDOW must be zero or more, got -0.01"),
+        ({"BATCH_WINDOW": "20ms"}, "BATCH_WINDOW must be a timedelta or a number of seconds"),
+        (
+            {"BATCH_WINDOW": 0.5, "LEASE_DURATION": 1.2, "HEARTBEAT_INTERVAL": 0.8},
+            "BATCH_WINDOW (0:00:00.500000) must be shorter than LEASE_DURATION less HEARTBEAT_INTERVAL",
+        ),
     ],
 )
 def test_invalid_settings_are_system_check_errors(backwave_settings, values, message):

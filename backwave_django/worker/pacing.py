@@ -17,14 +17,26 @@ hears hints (``waits_for_hints``) waits for one, or the poll interval, after a s
 trickle it claims once per job, not once more per outcome batch and once more per linger.
 Repeating the claim at once found nothing, and it delayed the outcomes of the jobs it had just
 handed out by a round trip (docs/worker.md, "What a worker does").
+
+With a batch window (``BATCH_WINDOW``, :attr:`ClaimPacing.window`) claims go at most once per
+window, a hint's too: the jobs enqueued meanwhile share one claim, for up to a window of latency;
+and a finished job's outcome waits up to the window for others to share its write, even when
+nothing else runs (:attr:`ClaimPacing.outcome_linger`; docs/worker.md, "Trading latency for fewer
+transactions").
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..conf import BackWaveSettings
 
 #: How long free slots short of a good batch wait before they are claimed anyway.
 CLAIM_LINGER_SECONDS = 0.020
+#: The longest a finished job's outcome waits in the buffer for others to share its write while
+#: other jobs run (a lone job's is written at once), without a batch window.
+OUTCOME_LINGER_SECONDS = 0.005
 
 
 class Listening(Protocol):
@@ -36,8 +48,12 @@ class Listening(Protocol):
 class ClaimPacing:
     """The pump's claim timing. Times are ``time.monotonic()`` seconds."""
 
-    def __init__(self, poll_interval: float) -> None:
+    def __init__(self, poll_interval: float, window: float = 0.0) -> None:
         self.poll_interval = poll_interval
+        #: The batch window: the least time from one claim to the next (0: none).
+        self.window = window
+        #: The last :meth:`due` would have claimed but for the window (:meth:`wake_at` wakes at its end).
+        self.cooling = False
         self.last_at = 0.0
         self.last_empty = False
         #: The last claim found fewer jobs than it asked for, and nothing has changed since.
@@ -55,6 +71,18 @@ class ClaimPacing:
         self.listener: Listening | None = None
         #: Whether a flow-control rate limit is declared (set by the pump at registration).
         self.rates_declared = False
+
+    @classmethod
+    def for_settings(cls, settings: BackWaveSettings) -> ClaimPacing:
+        """The pacing of ``POLL_INTERVAL`` and ``BATCH_WINDOW``."""
+        return cls(settings.poll_interval.total_seconds(), settings.batch_window.total_seconds())
+
+    @property
+    def outcome_linger(self) -> float:
+        """The longest a finished job's outcome waits for others to share its write: the batch
+        window, lone or not, when one is set; else :data:`OUTCOME_LINGER_SECONDS`, and only while
+        other jobs run."""
+        return max(OUTCOME_LINGER_SECONDS, self.window)
 
     def sending(self, now: float) -> None:
         """A claim is about to be sent."""
@@ -86,16 +114,24 @@ class ClaimPacing:
 
     def due(self, *, free: int, batch: int, running: bool, now: float) -> bool:
         """Whether to claim ``free`` leases now, ``batch`` being a good batch's size."""
+        self.cooling = False
         if free <= 0:
             return False
-        if self.hinted or (not self.last_short and (not running or free >= batch)):
-            return True
-        return now >= self.next_partial()
+        wanted = self.hinted or (not self.last_short and (not running or free >= batch))
+        if not wanted and now < self.next_partial():
+            return False
+        if now < self.last_at + self.window:
+            self.cooling = True
+            return False
+        return True
 
     def wake_at(self, running: bool) -> float | None:
         """When the sleeping pump wakes to claim by itself: a partial batch's time while jobs run,
         and, running or not, the moment a rate limit that held the last claim back admits a job
-        again (:attr:`opens_at`); None: at the poll interval, or at a hint."""
+        again (:attr:`opens_at`), or the end of the batch window that held the last claim back
+        (:attr:`cooling`); None: at the poll interval, or at a hint."""
+        if self.cooling:
+            return self.last_at + self.window
         return self.next_partial() if running or self.opens_at is not None else None
 
     def next_partial(self) -> float:

@@ -56,8 +56,6 @@ from .writer import OutcomeWriter, WriteDone, announce_finished, concurrent_writ
 
 logger = logging.getLogger("backwave_django.worker")
 
-#: The longest a finished job's outcome waits in the buffer for others to share its write.
-OUTCOME_LINGER_SECONDS = 0.005
 #: How many finished jobs per slot may wait for their outcome write without holding a slot: while
 #: one batch is being written the next can run, and the one after can finish and wait, so a busy
 #: worker's writes grow to two batches instead of its claims waiting for the writer.
@@ -88,7 +86,7 @@ class Worker:
         self.written: queue.SimpleQueue[WriteDone] = queue.SimpleQueue()
         self.write_not_before = 0.0
         self.writer: OutcomeWriter | None = None
-        self.pacing = ClaimPacing(self.settings.poll_interval.total_seconds())
+        self.pacing = ClaimPacing.for_settings(self.settings)
         self.floors = ClaimFloors()  # where each queue's next claim starts reading
         self.wakeup = threading.Event()
         self.stopping = False
@@ -359,7 +357,8 @@ class Worker:
     # batches them (like Nagle's algorithm): it flushes when nothing is left running, when three
     # quarters of a batch have finished, or when the oldest buffered outcome has waited
     # OUTCOME_LINGER; it claims when three quarters of a batch of slots are free, when nothing is
-    # running, when a hint arrives, or after a linger (pacing.py). A lone job is never delayed.
+    # running, when a hint arrives, or after a linger (pacing.py). A lone job is never delayed,
+    # unless a batch window (BATCH_WINDOW, pacing.py) asks for up to that much latency.
 
     @property
     def _batch(self) -> int:
@@ -370,9 +369,9 @@ class Worker:
             return False
         if time.monotonic() < self.write_not_before:
             return False
-        if not self.running or self.stopping or len(self.outbox) >= self._batch:
+        if (not self.running and not self.pacing.window) or self.stopping or len(self.outbox) >= self._batch:
             return True
-        return time.monotonic() - self.outbox_since >= OUTCOME_LINGER_SECONDS
+        return time.monotonic() - self.outbox_since >= self.pacing.outcome_linger
 
     def _free_slots(self) -> int:
         """Leases a claim may add: slots plus prefetch, less the jobs held (running or prefetched).
@@ -589,7 +588,7 @@ class Worker:
         if self.stop_deadline is not None:
             timeout = min(timeout, max(self.stop_deadline - now_mono, 0.0))
         if self.outbox and self.writing is None:  # (a busy writer wakes the pump when it is done)
-            flush_at = max(self.outbox_since + OUTCOME_LINGER_SECONDS, self.write_not_before)
+            flush_at = max(self.outbox_since + self.pacing.outcome_linger, self.write_not_before)
             timeout = min(timeout, max(flush_at - now_mono, 0.0))
         if self._free_slots() > 0 and not self.stopping and (at := self.pacing.wake_at(bool(self.running))):
             timeout = min(timeout, max(at - now_mono, 0.0))

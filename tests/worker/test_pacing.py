@@ -168,3 +168,54 @@ def test_a_declared_rate_or_a_listener_that_hears_nothing_keeps_the_linger(pacin
     pacing.listener = deaf
     pacing.changed()
     assert pacing.due(free=39, batch=BATCH, running=False, now=100.0)
+
+
+WINDOW = 0.020  # a batch window (``BATCH_WINDOW``)
+
+
+def test_a_batch_window_holds_a_hinted_claim_until_it_ends_and_wakes_the_pump_then() -> None:
+    pacing = ClaimPacing(POLL, WINDOW)
+    _claimed(pacing, got=1, asked=32)
+    pacing.hinted = True
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.005)
+    assert pacing.cooling
+    assert pacing.wake_at(running=False) == pytest.approx(100.0 + WINDOW)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0 + WINDOW)
+    assert not pacing.cooling
+
+
+def test_without_a_batch_window_the_same_hint_claims_at_once(pacing: ClaimPacing) -> None:
+    _claimed(pacing, got=1, asked=32)
+    pacing.hinted = True
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.005)
+
+
+def test_a_batch_window_holds_an_idle_pump_after_a_full_claim_too() -> None:
+    pacing = ClaimPacing(POLL, WINDOW)
+    _claimed(pacing, got=32, asked=32)
+    assert not pacing.due(free=1, batch=BATCH, running=False, now=100.001)
+    assert pacing.wake_at(running=False) == pytest.approx(100.0 + WINDOW)  # not the poll interval
+
+
+def test_a_batch_window_leaves_a_claim_nothing_asks_for_to_its_usual_time() -> None:
+    """Only a claim the pump would send now waits for the window; one that waits anyway (a partial
+    batch's linger, the poll after an empty claim) keeps its own time, never an earlier one."""
+    pacing = ClaimPacing(POLL, WINDOW)
+    _claimed(pacing, got=0, asked=32)
+    assert not pacing.due(free=39, batch=BATCH, running=False, now=100.5)
+    assert not pacing.cooling
+    assert pacing.wake_at(running=False) is None  # the poll interval (or a hint)
+    assert pacing.due(free=39, batch=BATCH, running=False, now=100.0 + POLL)
+
+
+def test_no_free_slot_is_never_cooling() -> None:
+    pacing = ClaimPacing(POLL, WINDOW)
+    _claimed(pacing, got=1, asked=32)
+    pacing.hinted = True
+    assert not pacing.due(free=0, batch=BATCH, running=True, now=100.001)
+    assert not pacing.cooling
+
+
+@pytest.mark.parametrize(("window", "linger"), [(0.0, 0.005), (0.002, 0.005), (WINDOW, WINDOW)])
+def test_the_outcome_linger_is_the_batch_window_when_longer(window: float, linger: float) -> None:
+    assert ClaimPacing(POLL, window).outcome_linger == pytest.approx(linger)

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import OperationalError
@@ -342,3 +343,31 @@ def test_a_landed_write_lets_the_next_claim_go_at_once_and_a_finished_job_does_n
     worker.writing = batch
     worker._take_written(WriteDone(batch, [OutcomeResult.APPLIED], None))
     assert not worker.pacing.last_short
+
+
+@pytest.mark.parametrize("window", [0.0, 0.05])
+def test_a_lone_outcome_waits_for_company_only_within_a_batch_window(
+    backwave_settings: Any, monkeypatch: pytest.MonkeyPatch, window: float
+) -> None:
+    """Without a batch window a lone finished job's outcome is written at once; with one it waits
+    up to the window for others (the pump sleeps until then), and goes at once when stopping."""
+    backwave_settings(BATCH_WINDOW=window)
+    worker = Worker(WorkerOptions(dispatch=StrictDispatch(["default"]), concurrency=4, prefetch=0))
+    try:
+        worker.outbox, worker.outbox_since = [_finished()], time.monotonic()
+        assert not worker.running
+        assert worker._flush_due() is (window == 0)
+        if window:
+            worker.next_heartbeat = time.monotonic() + 60
+            worker.pacing.sending(time.monotonic())  # (a claim just went: none is due either)
+            timeouts: list[float] = []
+            monkeypatch.setattr(worker.wakeup, "wait", lambda timeout: timeouts.append(timeout))
+            worker._sleep()
+            assert timeouts[0] == pytest.approx(window, abs=0.02)
+            worker.outbox_since -= window
+            assert worker._flush_due()
+            worker.outbox_since = time.monotonic()
+            worker.stopping = True
+            assert worker._flush_due()
+    finally:
+        worker.executor.shutdown()
