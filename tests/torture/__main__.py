@@ -55,6 +55,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="seconds the first worker's clock runs behind the others' (short 0, long 1.5)",
     )
+    parser.add_argument(
+        "--batch-window",
+        type=float,
+        default=0.0,
+        help="the workers' BATCH_WINDOW in seconds (default 0: none; at most 1)",
+    )
     parser.add_argument("--keep-artifacts", action="store_true", help="keep the artifact folder of a clean run")
     args = parser.parse_args(argv)
     for name in ("duration", "workers", "clients", "drain_bound"):
@@ -65,6 +71,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--duplicate-delivery must be between 0 and 1, got {args.duplicate_delivery}")
     if args.clock_skew is not None and not 0 <= args.clock_skew < 3:
         parser.error(f"--clock-skew must be at least 0 and below the 3 s lease, got {args.clock_skew}")
+    if not 0 <= args.batch_window <= 1:
+        parser.error(f"--batch-window must be between 0 and 1 second, got {args.batch_window}")
     if not 0 <= args.flow_share <= 1:
         parser.error(f"--flow-share must be between 0 and 1, got {args.flow_share}")
     if args.database and not args.database.startswith("bw_torture"):
@@ -97,6 +105,7 @@ def main(argv: list[str]) -> int:
         duplicate_delivery=args.duplicate_delivery,
         flow_share=args.flow_share,
         clock_skew=(1.5 if args.mode == "long" else 0.0) if args.clock_skew is None else args.clock_skew,
+        batch_window=args.batch_window,
     )
     logging.getLogger("torture").info("seed %d (replay with --seed %d)", seed, seed)
     runner = Runner(config)

@@ -88,6 +88,8 @@ class RunConfig:
     duplicate_delivery: float = 0.1
     flow_share: float = 0.3
     clock_skew: float = 0.0
+    #: The workers' ``BATCH_WINDOW`` in seconds (0: none).
+    batch_window: float = 0.0
 
 
 @dataclass
@@ -217,7 +219,7 @@ class Runner:
             "PYTHONPATH": str(ROOT),
             "BACKWAVE_TEST_DB": "postgres",
             "BACKWAVE_DB_NAME": self.database,
-            "BACKWAVE_TEST_SETTINGS": json.dumps(WORKER_SETTINGS),
+            "BACKWAVE_TEST_SETTINGS": json.dumps({**WORKER_SETTINGS, "BATCH_WINDOW": self.config.batch_window}),
             EXEC_LOG_ENV: str(self.dir / "exec"),
         }
         env.pop("BACKWAVE_TORTURE_ROLE", None)
@@ -757,7 +759,9 @@ def summary(runner: Runner, code: int) -> str:
     f = runner.figures
     verdict = {EXIT_CLEAN: "CLEAN", EXIT_VIOLATIONS: "RED", EXIT_INFRA: "INFRASTRUCTURE"}[code]
     lines = [
-        f"torture {runner.config.mode} seed={runner.config.seed}: {verdict}",
+        f"torture {runner.config.mode} seed={runner.config.seed}"
+        + (f" batch-window={runner.config.batch_window:g}s" if runner.config.batch_window else "")
+        + f": {verdict}",
         f"  jobs {f.jobs}, transitions {f.transitions}, client operations {f.operations}, "
         f"accepted enqueues {f.enqueues_accepted}, duplicate races {f.duplicate_races}, executions {f.executions}",
         f"  chaos: worker kills {f.worker_kills}, SIGSTOPs {f.worker_stops}, backend terminations "
