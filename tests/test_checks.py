@@ -183,7 +183,7 @@ def test_a_misspelt_setting_suggests_the_intended_key(backwave_settings):
 def test_an_unrecognisable_setting_lists_the_known_keys(backwave_settings):
     backwave_settings(BROKER_URL="redis://")
     [error] = checks.check_settings()
-    assert str(error.hint).startswith("Known keys: CONCURRENCY, CONSOLE_BULK_LIMIT, DATABASE, HEARTBEAT_INTERVAL,")
+    assert str(error.hint).startswith("Known keys: BATCH_WINDOW, CONCURRENCY, CONSOLE_BULK_LIMIT, DATABASE,")
 
 
 def test_a_bad_value_points_at_the_settings_reference(backwave_settings):
